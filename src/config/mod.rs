@@ -1,0 +1,531 @@
+//! Configuration: every `dynamo.frontend` option and `DYN_*` variable, validated once.
+//!
+//! * [`flags`]: the option table (spellings, env vars, defaults, choices).
+//! * [`parse`]: command line + environment → one value per option (CLI beats env).
+//! * [`help`]: `--help` text from the table.
+//! * this file: the typed [`Config`] the rest of switchyard reads, Dynamo's start-up
+//!   validations, the refusal of options whose behaviour is not built yet, and
+//!   `--dump-config-to`.
+//!
+//! Called by `main` once, before any thread starts. Depends on nothing else in the crate.
+
+pub mod flags;
+pub mod help;
+pub mod parse;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub use parse::{Action, Parsed, UsageError, Value};
+
+/// Which I/O driver the shards use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IoDriver {
+    /// io_uring where the kernel allows it, epoll otherwise.
+    Auto,
+    IoUring,
+    Epoll,
+}
+
+/// Paths of the routes switchyard serves (Dynamo's `DYN_HTTP_SVC_*_PATH` overrides).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RoutePaths {
+    pub health: String,
+    pub live: String,
+    pub metrics: String,
+    pub models: String,
+    pub chat: String,
+    pub completions: String,
+}
+
+/// Route-path variables switchyard honours: (variable, default path).
+pub const SERVED_PATH_VARS: &[(&str, &str)] = &[
+    ("DYN_HTTP_SVC_HEALTH_PATH", "/health"),
+    ("DYN_HTTP_SVC_LIVE_PATH", "/live"),
+    ("DYN_HTTP_SVC_METRICS_PATH", "/metrics"),
+    ("DYN_HTTP_SVC_MODELS_PATH", "/v1/models"),
+    ("DYN_HTTP_SVC_CHAT_PATH", "/v1/chat/completions"),
+    ("DYN_HTTP_SVC_CMP_PATH", "/v1/completions"),
+];
+
+/// Dynamo 1.6.1 variables whose behaviour switchyard does not have yet: setting one stops
+/// start-up instead of being silently ignored.
+pub const UNBUILT_ENV_VARS: &[&str] = &[
+    "DYN_HTTP_SVC_EMB_PATH",
+    "DYN_HTTP_SVC_RESPONSES_PATH",
+    "DYN_HTTP_SVC_ANTHROPIC_PATH",
+    "DYN_HTTP_SVC_FILES_PATH",
+    "DYN_HTTP_SVC_BATCHES_PATH",
+    "DYN_HTTP_SVC_POOLING_PATH",
+    "DYN_HTTP_SVC_CLASSIFY_PATH",
+    "DYN_HTTP_SVC_RERANK_PATH",
+    "DYN_HTTP_SVC_VLLM_GENERATE_PATH",
+    "DYN_HTTP_SVC_SGLANG_GENERATE_PATH",
+    "DYN_HTTP_SSE_KEEP_ALIVE_INTERVAL_MS",
+    "DYN_HTTP_BACKEND_STREAM_TIMEOUT_SECS",
+    "DYN_HTTP_OVERLOAD_STATUS_CODES",
+    "DYN_HTTP_PRE_COMMIT_ERROR_PEEK_MS",
+];
+
+/// Options whose every value switchyard implements. Any other option must stay at its
+/// default, or start-up stops with a message naming it.
+const IMPLEMENTED: &[&str] = &[
+    "version",
+    "http_host",
+    "http_port",
+    "metrics_prefix",
+    "dump_config_to",
+    // Dynamo ignores these two with a warning; so do we.
+    "admission_control",
+    "enforce_disagg",
+    // switchyard's own.
+    "shards",
+    "pin_shards",
+    "io_driver",
+    "header_read_timeout_secs",
+    "idle_timeout_secs",
+    "max_header_count",
+    "max_header_bytes",
+];
+
+/// The resolved configuration.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Every option's value, for `--dump-config-to` and later lookups.
+    pub parsed: Parsed,
+    pub http_host: String,
+    pub http_port: u16,
+    /// Prefix of every metric name, without the trailing `_` (Dynamo: `dynamo_frontend`).
+    pub metrics_prefix: String,
+    pub dump_config_to: Option<PathBuf>,
+    /// Shard threads; 0 = one per CPU in the affinity mask.
+    pub shards: usize,
+    pub pin_shards: bool,
+    pub io_driver: IoDriver,
+    pub header_read_timeout: Duration,
+    pub idle_timeout: Duration,
+    pub max_header_count: usize,
+    pub max_header_bytes: usize,
+    /// `DYN_HTTP_BODY_LIMIT_MB` in bytes.
+    pub body_limit_bytes: usize,
+    /// `DYN_HTTP_GRACEFUL_SHUTDOWN_TIMEOUT_SECS`.
+    pub graceful_shutdown: Duration,
+    /// `DYN_HTTP_LISTEN_BACKLOG`.
+    pub listen_backlog: i32,
+    pub paths: RoutePaths,
+}
+
+/// A configuration that cannot start: the message and the exit code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    pub message: String,
+    pub exit_code: i32,
+}
+
+impl From<UsageError> for ConfigError {
+    fn from(e: UsageError) -> Self {
+        ConfigError { message: e.message, exit_code: e.exit_code }
+    }
+}
+
+fn invalid(message: impl Into<String>) -> ConfigError {
+    ConfigError { message: message.into(), exit_code: 1 }
+}
+
+/// Parse the process's arguments and environment.
+pub fn from_process() -> Result<(Action, Option<Config>, Vec<String>), ConfigError> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    load(&args, &|k| std::env::var(k).ok())
+}
+
+/// Parse, validate and type the configuration. Returns the action, the config (for
+/// `Action::Run`) and warnings to log.
+pub fn load(
+    args: &[String],
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<(Action, Option<Config>, Vec<String>), ConfigError> {
+    let parsed = parse::parse(args, env)?;
+    if parsed.action != Action::Run {
+        return Ok((parsed.action, None, Vec::new()));
+    }
+    let mut warnings = parsed.warnings.clone();
+    validate_dynamo(&parsed, &mut warnings)?;
+    refuse_unbuilt(&parsed, env)?;
+    let cfg = typed(parsed, env)?;
+    Ok((Action::Run, Some(cfg), warnings))
+}
+
+fn int(p: &Parsed, dest: &str) -> Option<i64> {
+    match p.get(dest) {
+        Value::Int(i) => Some(*i),
+        _ => None,
+    }
+}
+fn float(p: &Parsed, dest: &str) -> Option<f64> {
+    match p.get(dest) {
+        Value::Float(f) => Some(*f),
+        Value::Int(i) => Some(*i as f64),
+        _ => None,
+    }
+}
+fn boolean(p: &Parsed, dest: &str) -> bool {
+    matches!(p.get(dest), Value::Bool(true))
+}
+fn text<'a>(p: &'a Parsed, dest: &str) -> Option<&'a str> {
+    p.get(dest).as_str().filter(|s| !s.is_empty())
+}
+
+/// The checks `dynamo.frontend` 1.6.1 makes before it starts, with its messages.
+fn validate_dynamo(p: &Parsed, warnings: &mut Vec<String>) -> Result<(), ConfigError> {
+    const U32_MAX: i64 = u32::MAX as i64;
+    if let Value::Str(name) = p.get("model_name") {
+        if name.trim().is_empty() {
+            return Err(ConfigError {
+                message: format!("argument --model-name: model-name must be a non-empty string, got: {name}"),
+                exit_code: 2,
+            });
+        }
+    }
+    if let Some(path) = text(p, "model_path") {
+        if !std::path::Path::new(path).is_dir() {
+            return Err(ConfigError {
+                message: format!("argument --model-path: model-path must be a valid directory on disk, got: {path}"),
+                exit_code: 2,
+            });
+        }
+    }
+    let cert = text(p, "tls_cert_path").is_some();
+    let key = text(p, "tls_key_path").is_some();
+    if cert ^ key {
+        return Err(invalid("--tls-cert-path and --tls-key-path must be provided together"));
+    }
+    if text(p, "tls_client_ca_cert_path").is_some() && !(cert && key) {
+        return Err(invalid("--tls-client-ca-cert-path requires --tls-cert-path and --tls-key-path"));
+    }
+    let has_ext = matches!(p.get("frontend_route_extensions"), Value::List(l) if !l.is_empty());
+    if has_ext && (boolean(p, "interactive") || boolean(p, "kserve_grpc_server")) {
+        let mode = if boolean(p, "interactive") { "--interactive" } else { "--kserve-grpc-server" };
+        return Err(invalid(format!(
+            "--frontend-route-extension is only supported by the HTTP frontend, so it cannot be combined with {mode}"
+        )));
+    }
+    let migration = int(p, "migration_limit").unwrap_or(0);
+    if !(0..=U32_MAX).contains(&migration) {
+        return Err(invalid(format!("--migration-limit must be between 0 and {U32_MAX} (0=disabled)")));
+    }
+    if let Some(n) = int(p, "migration_max_seq_len") {
+        if !(1..=U32_MAX).contains(&n) {
+            return Err(invalid(format!("--migration-max-seq-len must be between 1 and {U32_MAX}")));
+        }
+    }
+    if int(p, "min_initial_workers").unwrap_or(0) < 0 {
+        return Err(invalid("--router-min-initial-workers must be >= 0"));
+    }
+    if let Some(ttl) = int(p, "session_affinity_ttl_secs") {
+        if !(1..=31_536_000).contains(&ttl) {
+            return Err(invalid("--router-session-affinity-ttl-secs must be between 1 and 31536000"));
+        }
+    }
+    let kv_mode = text(p, "router_mode") == Some("kv") || boolean(p, "load_aware");
+    let ais = text(p, "router_prefill_load_model") == Some("ais");
+    if text(p, "ais_perf_config").is_some() && !ais {
+        return Err(invalid("--ais-perf-config requires --router-prefill-load-model=ais"));
+    }
+    if ais {
+        if !kv_mode {
+            return Err(invalid("--router-prefill-load-model=ais requires --router-mode=kv"));
+        }
+        if text(p, "chat_processor") != Some("dynamo") {
+            return Err(invalid("--router-prefill-load-model=ais currently requires --dyn-chat-processor=dynamo"));
+        }
+        if !boolean(p, "router_track_prefill_tokens") {
+            return Err(invalid("--router-prefill-load-model=ais requires --router-track-prefill-tokens"));
+        }
+    }
+    if boolean(p, "serve_indexer") {
+        if !kv_mode {
+            return Err(invalid("--serve-indexer requires --router-mode=kv"));
+        }
+        if boolean(p, "use_remote_indexer") {
+            return Err(invalid("--serve-indexer and --use-remote-indexer are mutually exclusive"));
+        }
+    }
+    let cond = boolean(p, "conditional_disagg_enabled");
+    if text(p, "conditional_disagg_config").is_some() && !cond {
+        return Err(invalid("--router-conditional-disagg-config requires --router-conditional-disagg"));
+    }
+    if cond && !kv_mode {
+        return Err(invalid("--router-conditional-disagg requires --router-mode=kv"));
+    }
+    if cond && !boolean(p, "use_kv_events") {
+        return Err(invalid("--router-conditional-disagg requires --router-kv-events"));
+    }
+    if let Some(t) = float(p, "active_decode_blocks_threshold") {
+        if !(t.is_finite() && (0.0..=1.0).contains(&t)) {
+            return Err(invalid("--active-decode-blocks-threshold must be between 0.0 and 1.0"));
+        }
+    }
+    if int(p, "active_prefill_tokens_threshold").is_some_and(|t| t < 0) {
+        return Err(invalid("--active-prefill-tokens-threshold must be >= 0"));
+    }
+    if let Some(t) = float(p, "active_prefill_tokens_threshold_frac") {
+        if !(t.is_finite() && t >= 0.0) {
+            return Err(invalid("--active-prefill-tokens-threshold-frac must be a finite value >= 0"));
+        }
+    }
+    if text(p, "namespace").is_some() && text(p, "namespace_prefix").is_some() {
+        warnings.push("--namespace-prefix is set, so --namespace is not used for discovery".into());
+    }
+    if boolean(p, "enforce_disagg") {
+        warnings.push(
+            "--enforce-disagg is deprecated and ignored; disaggregated routing topology and readiness \
+             are determined automatically from registered worker types"
+                .into(),
+        );
+    }
+    Ok(())
+}
+
+/// Stop when an option or variable asks for behaviour switchyard does not have yet.
+fn refuse_unbuilt(p: &Parsed, env: &dyn Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
+    let mut unbuilt = Vec::new();
+    for (f, v, _) in &p.values {
+        if IMPLEMENTED.contains(&f.dest) || *v == Value::from_default(f.default) {
+            continue;
+        }
+        unbuilt.push(format!("{} {}", f.primary(), show(v)));
+    }
+    for var in UNBUILT_ENV_VARS {
+        if let Some(v) = env(var) {
+            unbuilt.push(format!("{var}={v}"));
+        }
+    }
+    if unbuilt.is_empty() {
+        return Ok(());
+    }
+    Err(invalid(format!(
+        "not implemented in this switchyard build yet (accepted for dynamo.frontend compatibility, \
+         but refusing to ignore it silently): {}",
+        unbuilt.join("; ")
+    )))
+}
+
+fn show(v: &Value) -> String {
+    match v {
+        Value::Null => "None".into(),
+        Value::Bool(b) => b.to_string(),
+        Value::Int(i) => i.to_string(),
+        Value::Float(f) => f.to_string(),
+        Value::Str(s) => s.clone(),
+        Value::List(l) => l.join(" "),
+    }
+}
+
+fn env_number<T: std::str::FromStr>(
+    env: &dyn Fn(&str) -> Option<String>,
+    var: &str,
+    default: T,
+) -> Result<T, ConfigError> {
+    match env(var) {
+        None => Ok(default),
+        Some(v) => v.trim().parse().map_err(|_| invalid(format!("{var}: invalid value '{v}'"))),
+    }
+}
+
+fn secs(p: &Parsed, dest: &str) -> Result<Duration, ConfigError> {
+    let s = float(p, dest).unwrap_or(0.0);
+    if !(s.is_finite() && s > 0.0) {
+        return Err(invalid(format!("--{} must be a positive number of seconds", dest.replace('_', "-"))));
+    }
+    Ok(Duration::from_secs_f64(s))
+}
+
+fn typed(parsed: Parsed, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
+    let p = &parsed;
+    let port = int(p, "http_port").unwrap_or(8000);
+    let http_port = u16::try_from(port).map_err(|_| invalid(format!("--http-port {port} is not a TCP port")))?;
+    let metrics_prefix = match text(p, "metrics_prefix").map(str::trim) {
+        Some(s) if !s.is_empty() => s.trim_end_matches('_').to_string(),
+        _ => "dynamo_frontend".to_string(),
+    };
+    let io_driver = match text(p, "io_driver") {
+        Some("io-uring") => IoDriver::IoUring,
+        Some("epoll") => IoDriver::Epoll,
+        _ => IoDriver::Auto,
+    };
+    let count = |dest: &str, min: i64| -> Result<usize, ConfigError> {
+        let v = int(p, dest).unwrap_or(0);
+        if v < min {
+            return Err(invalid(format!("--{} must be >= {min}", dest.replace('_', "-"))));
+        }
+        Ok(v as usize)
+    };
+    let body_mb: u64 = env_number(env, "DYN_HTTP_BODY_LIMIT_MB", 192)?;
+    let grace: u64 = env_number(env, "DYN_HTTP_GRACEFUL_SHUTDOWN_TIMEOUT_SECS", 5)?;
+    let backlog: i32 = env_number(env, "DYN_HTTP_LISTEN_BACKLOG", 1024)?;
+    let path = |var: &str, default: &str| -> Result<String, ConfigError> {
+        match env(var) {
+            None => Ok(default.to_string()),
+            Some(v) if v.starts_with('/') && !v.contains(['?', '#', ' ']) => Ok(v),
+            Some(v) => Err(invalid(format!("{var}: '{v}' is not an absolute path"))),
+        }
+    };
+    let paths = RoutePaths {
+        health: path(SERVED_PATH_VARS[0].0, SERVED_PATH_VARS[0].1)?,
+        live: path(SERVED_PATH_VARS[1].0, SERVED_PATH_VARS[1].1)?,
+        metrics: path(SERVED_PATH_VARS[2].0, SERVED_PATH_VARS[2].1)?,
+        models: path(SERVED_PATH_VARS[3].0, SERVED_PATH_VARS[3].1)?,
+        chat: path(SERVED_PATH_VARS[4].0, SERVED_PATH_VARS[4].1)?,
+        completions: path(SERVED_PATH_VARS[5].0, SERVED_PATH_VARS[5].1)?,
+    };
+    Ok(Config {
+        http_host: text(p, "http_host").unwrap_or("0.0.0.0").to_string(),
+        http_port,
+        metrics_prefix,
+        dump_config_to: text(p, "dump_config_to").map(PathBuf::from),
+        shards: count("shards", 0)?,
+        pin_shards: boolean(p, "pin_shards"),
+        io_driver,
+        header_read_timeout: secs(p, "header_read_timeout_secs")?,
+        idle_timeout: secs(p, "idle_timeout_secs")?,
+        max_header_count: count("max_header_count", 1)?.min(crate::http1::parse::MAX_HEADERS_CAP),
+        max_header_bytes: count("max_header_bytes", 256)?,
+        body_limit_bytes: (body_mb.saturating_mul(1024 * 1024)).min(usize::MAX as u64) as usize,
+        graceful_shutdown: Duration::from_secs(grace),
+        listen_backlog: backlog,
+        paths,
+        parsed,
+    })
+}
+
+impl Config {
+    /// The configuration as `--dump-config-to` writes it: every option under `config`,
+    /// the `DYN_*`/`SWITCHYARD_*` environment, and the version.
+    pub fn dump_json(&self) -> serde_json::Value {
+        let mut config = serde_json::Map::new();
+        for (f, v, _) in &self.parsed.values {
+            if f.kind != flags::Kind::Version && f.kind != flags::Kind::Ignored {
+                config.insert(f.dest.to_string(), v.to_json());
+            }
+        }
+        let mut environment = serde_json::Map::new();
+        let mut vars: Vec<(String, String)> = std::env::vars()
+            .filter(|(k, _)| k.starts_with("DYN_") || k.starts_with("SWITCHYARD_") || k == "ETCD_ENDPOINTS")
+            .collect();
+        vars.sort();
+        for (k, v) in vars {
+            environment.insert(k, v.into());
+        }
+        serde_json::json!({
+            "config": config,
+            "environment": environment,
+            "switchyard_version": env!("CARGO_PKG_VERSION"),
+            "system_info": {
+                "os": std::env::consts::OS,
+                "arch": std::env::consts::ARCH,
+                "cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            },
+        })
+    }
+
+    /// Write [`Config::dump_json`] to `--dump-config-to`, creating parent directories.
+    pub fn write_dump(&self) -> std::io::Result<()> {
+        let Some(path) = &self.dump_config_to else { return Ok(()) };
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent)?;
+        }
+        let text = serde_json::to_string_pretty(&self.dump_json()).map_err(std::io::Error::other)?;
+        std::fs::write(path, text)
+    }
+
+    /// The namespace filter discovery uses: `--namespace-prefix` wins over `--namespace`.
+    pub fn namespace_filter(&self) -> NamespaceFilter {
+        let p = &self.parsed;
+        match (text(p, "namespace_prefix"), text(p, "namespace")) {
+            (Some(prefix), _) => NamespaceFilter::Prefix(prefix.to_string()),
+            (None, Some(ns)) => NamespaceFilter::Exact(ns.to_string()),
+            (None, None) => NamespaceFilter::Any,
+        }
+    }
+}
+
+/// Which namespaces' models are served.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NamespaceFilter {
+    Any,
+    Exact(String),
+    Prefix(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(args: &[&str], env: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        let env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        load(&args, &move |k| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()))
+            .map(|(_, c, _)| c.expect("run action"))
+    }
+
+    #[test]
+    fn defaults() {
+        let c = run(&[], &[]).unwrap();
+        assert_eq!((c.http_host.as_str(), c.http_port), ("0.0.0.0", 8000));
+        assert_eq!(c.metrics_prefix, "dynamo_frontend");
+        assert_eq!(c.body_limit_bytes, 192 * 1024 * 1024);
+        assert_eq!(c.graceful_shutdown, Duration::from_secs(5));
+        assert_eq!(c.paths.health, "/health");
+        assert_eq!(c.namespace_filter(), NamespaceFilter::Any);
+    }
+
+    #[test]
+    fn tls_pair_and_ca() {
+        let e = run(&["--tls-cert-path", "/x"], &[]).unwrap_err();
+        assert_eq!(e.message, "--tls-cert-path and --tls-key-path must be provided together");
+        let e = run(&["--tls-client-ca-cert-path", "/x"], &[]).unwrap_err();
+        assert!(e.message.contains("requires --tls-cert-path"));
+    }
+
+    #[test]
+    fn model_path_must_be_dir() {
+        let e = run(&["--model-path", "/definitely/not/here"], &[]).unwrap_err();
+        assert_eq!(e.exit_code, 2);
+        assert!(e.message.contains("model-path must be a valid directory on disk"));
+    }
+
+    #[test]
+    fn unbuilt_options_are_refused_by_name() {
+        let e = run(&["--router-mode", "kv"], &[]).unwrap_err();
+        assert!(e.message.contains("--router-mode kv"), "{}", e.message);
+        let e = run(&[], &[("DYN_HTTP_SSE_KEEP_ALIVE_INTERVAL_MS", "100")]).unwrap_err();
+        assert!(e.message.contains("DYN_HTTP_SSE_KEEP_ALIVE_INTERVAL_MS"));
+        // Defaults given explicitly are fine.
+        run(&["--router-mode", "round-robin", "--discovery-backend", "etcd"], &[]).unwrap();
+    }
+
+    #[test]
+    fn ignored_and_deprecated_options_warn() {
+        let (_, _, w) = load(&["--admission-control".into(), "none".into()], &|_| None).unwrap();
+        assert!(w.iter().any(|m| m.contains("--admission-control")));
+    }
+
+    #[test]
+    fn env_only_settings_and_paths() {
+        let c = run(&[], &[("DYN_HTTP_BODY_LIMIT_MB", "1"), ("DYN_HTTP_SVC_HEALTH_PATH", "/healthz")]).unwrap();
+        assert_eq!(c.body_limit_bytes, 1024 * 1024);
+        assert_eq!(c.paths.health, "/healthz");
+        assert!(run(&[], &[("DYN_HTTP_SVC_LIVE_PATH", "nope")]).is_err());
+    }
+
+    #[test]
+    fn prefix_wins_over_namespace() {
+        let args: Vec<String> = ["--namespace", "a", "--namespace-prefix", "b"].iter().map(|s| s.to_string()).collect();
+        let parsed = parse::parse(&args, &|_| None).unwrap();
+        let mut w = Vec::new();
+        validate_dynamo(&parsed, &mut w).unwrap();
+        assert!(w.iter().any(|m| m.contains("--namespace-prefix")));
+        let c = typed(parsed, &|_| None).unwrap();
+        assert_eq!(c.namespace_filter(), NamespaceFilter::Prefix("b".into()));
+    }
+}

@@ -1,0 +1,207 @@
+//! The HTTP/1.1 connection loop: read, frame, call the service, write, repeat.
+//!
+//! One task per connection on its shard. Every request already buffered is answered before
+//! the next read, so pipelined requests get their responses in order and in one write.
+//! Timeouts: a request whose head has not fully arrived `header_timeout` after its first byte
+//! gets 408; a connection idle (between requests, or mid-body with no progress) longer than
+//! `idle_timeout` is closed. When the shard's gate closes, idle connections leave at once and
+//! busy ones after the response in hand (with `connection: close`).
+//!
+//! Closing after an error is a *lingering close*: write the response, shut down our sending
+//! side, then read and discard what the client still sends for a bounded time. Without it a
+//! client that is still uploading (a body over the limit) sees a reset instead of the 413.
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use monoio::io::{AsyncReadRent, AsyncWriteRent, AsyncWriteRentExt};
+use monoio::net::TcpStream;
+
+use super::parse::{Limits, Method};
+use super::request::{Assembler, Request, Step};
+use super::response::{write_response, DateCache, Response, CONTINUE};
+use crate::error::{Error, Kind};
+use crate::shard::gate::Gate;
+
+/// Something that answers requests. `!Send` on purpose: it lives on one shard.
+pub trait Service {
+    fn call(&self, req: Request) -> impl Future<Output = Response>;
+}
+
+/// Per-connection settings, fixed at start-up.
+#[derive(Clone, Copy, Debug)]
+pub struct ConnConfig {
+    pub limits: Limits,
+    pub header_timeout: Duration,
+    pub idle_timeout: Duration,
+    /// How long a closing connection keeps draining what the client still sends.
+    pub linger: Duration,
+}
+
+impl Default for ConnConfig {
+    fn default() -> Self {
+        ConnConfig {
+            limits: Limits::default(),
+            header_timeout: Duration::from_secs(30),
+            idle_timeout: Duration::from_secs(300),
+            linger: Duration::from_secs(5),
+        }
+    }
+}
+
+const READ_CHUNK: usize = 16 * 1024;
+/// Pipelined responses are flushed once this much output is pending.
+const FLUSH_AT: usize = 64 * 1024;
+
+enum ReadOutcome {
+    Data,
+    Eof,
+    Failed,
+    TimedOut,
+    GateClosed,
+}
+
+/// Serve one connection until it closes.
+pub async fn serve<S: Service>(
+    mut stream: TcpStream,
+    svc: &S,
+    cfg: &ConnConfig,
+    gate: &Gate,
+    date: &DateCache,
+) {
+    let _ = stream.set_nodelay(true);
+    let mut buf = BytesMut::with_capacity(READ_CHUNK);
+    let mut out: Vec<u8> = Vec::with_capacity(READ_CHUNK);
+    let mut asm = Assembler::new(cfg.limits);
+    // When the first byte of the current, not yet complete, request arrived.
+    let mut started: Option<Instant> = None;
+
+    loop {
+        // Answer everything that is already buffered.
+        let mut close = false;
+        loop {
+            match asm.next(&mut buf) {
+                Ok(Step::Ready(req)) => {
+                    started = None;
+                    let head_only = req.head.method == Method::Head;
+                    let keep_alive = req.head.keep_alive;
+                    let resp = svc.call(req).await;
+                    close = !keep_alive || resp.close || gate.is_closed();
+                    write_response(&mut out, &resp, head_only, close, date);
+                    if close {
+                        break;
+                    }
+                    if out.len() >= FLUSH_AT {
+                        let (res, o) = stream.write_all(out).await;
+                        out = o;
+                        out.clear();
+                        if res.is_err() {
+                            return;
+                        }
+                    }
+                }
+                Ok(Step::NeedMore { send_continue, mid_request }) => {
+                    if send_continue {
+                        out.extend_from_slice(CONTINUE);
+                    }
+                    if mid_request && started.is_none() {
+                        started = Some(Instant::now());
+                    }
+                    break;
+                }
+                Err(e) => {
+                    write_response(&mut out, &Response::error(&e), false, true, date);
+                    close = true;
+                    break;
+                }
+            }
+        }
+        if !out.is_empty() {
+            let (res, o) = stream.write_all(out).await;
+            out = o;
+            out.clear();
+            if res.is_err() {
+                return;
+            }
+        }
+        if close {
+            linger_close(stream, cfg.linger).await;
+            return;
+        }
+
+        // Read more. Which clock applies depends on where we are in a request.
+        let head_pending = !buf.is_empty() && !asm.mid_request();
+        let idle = buf.is_empty() && !asm.mid_request();
+        if idle && gate.is_closed() {
+            return;
+        }
+        let wait = match (head_pending, started) {
+            (true, Some(t0)) => cfg.header_timeout.saturating_sub(t0.elapsed()),
+            _ => cfg.idle_timeout,
+        };
+        if buf.capacity() - buf.len() < READ_CHUNK / 4 {
+            buf.reserve(READ_CHUNK);
+        }
+        let (outcome, b) = read_some(&mut stream, buf, wait, idle.then_some(gate)).await;
+        match outcome {
+            ReadOutcome::Data => buf = b.expect("buffer returns with data"),
+            ReadOutcome::Eof | ReadOutcome::Failed | ReadOutcome::GateClosed => return,
+            ReadOutcome::TimedOut => {
+                if head_pending {
+                    let e = Error::new(Kind::RequestTimeout, "request header not received in time");
+                    write_response(&mut out, &Response::error(&e), false, true, date);
+                    let (_, _) = stream.write_all(out).await;
+                    linger_close(stream, cfg.linger).await;
+                }
+                return;
+            }
+        }
+    }
+}
+
+/// One read with a timeout and, for idle connections, the gate. The buffer comes back only
+/// when the read finished; otherwise the connection is about to close anyway.
+async fn read_some(
+    stream: &mut TcpStream,
+    buf: BytesMut,
+    wait: Duration,
+    gate: Option<&Gate>,
+) -> (ReadOutcome, Option<BytesMut>) {
+    let read = stream.read(buf);
+    let gate_closed = async {
+        match gate {
+            Some(g) => g.closed().await,
+            None => std::future::pending::<()>().await,
+        }
+    };
+    monoio::select! {
+        (res, b) = read => match res {
+            Ok(0) => (ReadOutcome::Eof, None),
+            Ok(_) => (ReadOutcome::Data, Some(b)),
+            Err(_) => (ReadOutcome::Failed, None),
+        },
+        _ = monoio::time::sleep(wait) => (ReadOutcome::TimedOut, None),
+        _ = gate_closed => (ReadOutcome::GateClosed, None),
+    }
+}
+
+/// Shut our side, then discard what the client still sends until it closes or `linger` ends.
+async fn linger_close(mut stream: TcpStream, linger: Duration) {
+    let _ = stream.shutdown().await;
+    let deadline = Instant::now() + linger;
+    let mut scratch = vec![0u8; READ_CHUNK];
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return;
+        }
+        monoio::select! {
+            (res, b) = stream.read(scratch) => match res {
+                Ok(n) if n > 0 => scratch = b,
+                _ => return,
+            },
+            _ = monoio::time::sleep(left) => return,
+        }
+    }
+}

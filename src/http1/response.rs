@@ -1,0 +1,231 @@
+//! Response serialization for HTTP/1.1. No I/O happens here.
+//!
+//! A handler returns a [`Response`]; [`write_response`] appends its status line, headers and
+//! body to the connection's output buffer, so pipelined responses are written with one syscall.
+//! `Date` comes from a per-shard [`DateCache`] that formats at most once a second.
+
+use std::cell::{Cell, RefCell};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use smallvec::SmallVec;
+
+use crate::error::Error;
+
+/// A response body that is already whole.
+#[derive(Debug, Clone)]
+pub enum Body {
+    Empty,
+    Static(&'static [u8]),
+    Bytes(Bytes),
+}
+
+impl Body {
+    pub fn len(&self) -> usize {
+        match self {
+            Body::Empty => 0,
+            Body::Static(b) => b.len(),
+            Body::Bytes(b) => b.len(),
+        }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    pub fn as_slice(&self) -> &[u8] {
+        match self {
+            Body::Empty => &[],
+            Body::Static(b) => b,
+            Body::Bytes(b) => b,
+        }
+    }
+}
+
+/// A whole response.
+#[derive(Debug, Clone)]
+pub struct Response {
+    pub status: u16,
+    pub content_type: Option<&'static str>,
+    /// Extra headers (name, value); names in lower case.
+    pub headers: SmallVec<[(&'static str, String); 2]>,
+    pub body: Body,
+    /// Close the connection after this response.
+    pub close: bool,
+}
+
+impl Response {
+    pub fn new(status: u16) -> Self {
+        Response { status, content_type: None, headers: SmallVec::new(), body: Body::Empty, close: false }
+    }
+    pub fn json(status: u16, body: impl Into<Bytes>) -> Self {
+        Response { content_type: Some("application/json"), body: Body::Bytes(body.into()), ..Self::new(status) }
+    }
+    pub fn json_static(status: u16, body: &'static [u8]) -> Self {
+        Response { content_type: Some("application/json"), body: Body::Static(body), ..Self::new(status) }
+    }
+    pub fn text(status: u16, content_type: &'static str, body: impl Into<Bytes>) -> Self {
+        Response { content_type: Some(content_type), body: Body::Bytes(body.into()), ..Self::new(status) }
+    }
+    /// The error's status and its two-dialect JSON body.
+    pub fn error(err: &Error) -> Self {
+        Response::json(err.status(), err.to_json_body())
+    }
+    pub fn with_header(mut self, name: &'static str, value: impl Into<String>) -> Self {
+        self.headers.push((name, value.into()));
+        self
+    }
+}
+
+/// The reason phrase of a status code.
+pub fn reason(status: u16) -> &'static str {
+    match status {
+        100 => "Continue",
+        200 => "OK",
+        201 => "Created",
+        204 => "No Content",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        408 => "Request Timeout",
+        413 => "Payload Too Large",
+        415 => "Unsupported Media Type",
+        417 => "Expectation Failed",
+        422 => "Unprocessable Entity",
+        429 => "Too Many Requests",
+        431 => "Request Header Fields Too Large",
+        500 => "Internal Server Error",
+        501 => "Not Implemented",
+        502 => "Bad Gateway",
+        503 => "Service Unavailable",
+        504 => "Gateway Timeout",
+        505 => "HTTP Version Not Supported",
+        529 => "Site is overloaded",
+        _ => "Unknown",
+    }
+}
+
+/// Append `resp` to `out`. With `head_only` (a HEAD request) the body is left out but
+/// `content-length` still states its size.
+pub fn write_response(out: &mut Vec<u8>, resp: &Response, head_only: bool, close: bool, date: &DateCache) {
+    let mut num = itoa::Buffer::new();
+    out.extend_from_slice(b"HTTP/1.1 ");
+    out.extend_from_slice(num.format(resp.status).as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(reason(resp.status).as_bytes());
+    out.extend_from_slice(b"\r\n");
+    if let Some(ct) = resp.content_type {
+        out.extend_from_slice(b"content-type: ");
+        out.extend_from_slice(ct.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    for (name, value) in &resp.headers {
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"content-length: ");
+    out.extend_from_slice(num.format(resp.body.len()).as_bytes());
+    out.extend_from_slice(b"\r\n");
+    if close {
+        out.extend_from_slice(b"connection: close\r\n");
+    }
+    out.extend_from_slice(b"date: ");
+    date.with(|d| out.extend_from_slice(d));
+    out.extend_from_slice(b"\r\n\r\n");
+    if !head_only {
+        out.extend_from_slice(resp.body.as_slice());
+    }
+}
+
+/// `100 Continue`, sent before reading a body the client is holding back.
+pub const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
+
+/// The current time as an IMF-fixdate, formatted at most once per second per shard.
+pub struct DateCache {
+    secs: Cell<u64>,
+    text: RefCell<[u8; 29]>,
+}
+
+impl Default for DateCache {
+    fn default() -> Self {
+        DateCache { secs: Cell::new(u64::MAX), text: RefCell::new([b' '; 29]) }
+    }
+}
+
+impl DateCache {
+    /// Call `f` with the 29-byte date of the current second.
+    pub fn with<R>(&self, f: impl FnOnce(&[u8]) -> R) -> R {
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+        if now != self.secs.get() {
+            self.secs.set(now);
+            *self.text.borrow_mut() = imf_fixdate(now);
+        }
+        f(&self.text.borrow()[..])
+    }
+}
+
+/// (year, month 1–12, day 1–31) of a count of days since 1970-01-01 (Howard Hinnant's
+/// `civil_from_days`).
+pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (yoe + era * 400 + i64::from(month <= 2), month, day)
+}
+
+/// Format seconds since the epoch as `Sun, 06 Nov 1994 08:49:37 GMT` (RFC 9110 §5.6.7).
+pub fn imf_fixdate(secs: u64) -> [u8; 29] {
+    const DAYS: [&[u8; 3]; 7] = [b"Thu", b"Fri", b"Sat", b"Sun", b"Mon", b"Tue", b"Wed"];
+    const MONTHS: [&[u8; 3]; 12] =
+        [b"Jan", b"Feb", b"Mar", b"Apr", b"May", b"Jun", b"Jul", b"Aug", b"Sep", b"Oct", b"Nov", b"Dec"];
+    let days = secs / 86_400;
+    let rem = secs % 86_400;
+    let (hh, mm, ss) = (rem / 3600, (rem % 3600) / 60, rem % 60);
+    let (year, month, day) = civil_from_days(days as i64);
+    let mut out = *b"Thu, 01 Jan 1970 00:00:00 GMT";
+    out[..3].copy_from_slice(DAYS[(days % 7) as usize]);
+    let two = |v: u64, o: &mut [u8]| {
+        o[0] = b'0' + (v / 10) as u8;
+        o[1] = b'0' + (v % 10) as u8;
+    };
+    two(u64::from(day), &mut out[5..7]);
+    out[8..11].copy_from_slice(MONTHS[(month - 1) as usize]);
+    let y = year as u64;
+    two(y / 100, &mut out[12..14]);
+    two(y % 100, &mut out[14..16]);
+    two(hh, &mut out[17..19]);
+    two(mm, &mut out[20..22]);
+    two(ss, &mut out[23..25]);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fixdate_known_values() {
+        assert_eq!(&imf_fixdate(0), b"Thu, 01 Jan 1970 00:00:00 GMT");
+        assert_eq!(&imf_fixdate(784_111_777), b"Sun, 06 Nov 1994 08:49:37 GMT");
+        assert_eq!(&imf_fixdate(1_709_210_096), b"Thu, 29 Feb 2024 12:34:56 GMT");
+    }
+
+    #[test]
+    fn head_response_keeps_length_drops_body() {
+        let date = DateCache::default();
+        let mut out = Vec::new();
+        let r = Response::json_static(200, b"{\"a\":1}");
+        write_response(&mut out, &r, true, false, &date);
+        let s = String::from_utf8(out).unwrap();
+        assert!(s.starts_with("HTTP/1.1 200 OK\r\n"));
+        assert!(s.contains("content-length: 7\r\n"));
+        assert!(s.ends_with("\r\n\r\n"));
+    }
+}

@@ -1,0 +1,29 @@
+//! switchyard: a thread-per-core LLM inference frontend, drop-in for `python -m dynamo.frontend`.
+//!
+//! # Layout
+//!
+//! | module | owns | runs on |
+//! |---|---|---|
+//! | [`config`] | every `dynamo.frontend` flag and `DYN_*` variable, validation, `--dump-config-to` | main thread, once |
+//! | [`shard`] | pinned shard threads, their monoio runtimes, listeners, inboxes, shutdown gates | shards |
+//! | [`http1`] | HTTP/1.1 parsing, framing, responses, the connection loop (parsers do no I/O) | shards |
+//! | [`service`] | the route table, ops routes (`/health`, `/live`, `/metrics`, `/v1/models`, `/openapi.json`), inference routes | shards |
+//! | [`metrics`] | per-shard collectors, merged at scrape time; Prometheus text | shards |
+//! | [`registry`] | the immutable snapshot of served models and instances handed to shards | built off-shard, read on shards |
+//! | [`error`] | the one error type: kind, side, retry; status mapping in one place | everywhere |
+//!
+//! A request's way: `shard` accepts → `http1::conn` frames the request → `service::Frontend`
+//! routes it → a handler answers → `http1::response` writes it → `metrics` counts it.
+//! What crosses cores: inbox messages (metrics snapshots for a scrape, Registry snapshots,
+//! shutdown). Nothing on the request path takes a lock.
+
+pub mod config;
+pub mod error;
+pub mod http1;
+pub mod log;
+pub mod metrics;
+pub mod registry;
+pub mod service;
+pub mod shard;
+
+pub use error::{Error, Kind, Side};

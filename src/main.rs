@@ -1,0 +1,91 @@
+//! `switchyard`: parse the configuration, start the shards, wait for SIGTERM/SIGINT, drain.
+//!
+//! The main thread is the control thread: it blocks the termination signals before any shard
+//! starts (so every thread inherits the mask and only `sigwait` here sees them), starts the
+//! shards, then sleeps in `sigwait`. On a signal it asks every shard to drain and exits 0 once
+//! they are done (each shard bounds its drain by `DYN_HTTP_GRACEFUL_SHUTDOWN_TIMEOUT_SECS`).
+
+use std::sync::Arc;
+
+use switchyard::config::{self, Action};
+use switchyard::log;
+use switchyard::shard::Server;
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+fn main() {
+    let (action, cfg, warnings) = match config::from_process() {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("switchyard: error: {}", e.message);
+            std::process::exit(e.exit_code);
+        }
+    };
+    match action {
+        Action::Help => {
+            print!("{}", config::help::render());
+            return;
+        }
+        Action::Version => {
+            println!("switchyard {}", env!("CARGO_PKG_VERSION"));
+            return;
+        }
+        Action::Run => {}
+    }
+    let cfg = Arc::new(cfg.expect("a Run action carries a config"));
+    for w in &warnings {
+        log::warn(w);
+    }
+    if let Err(e) = cfg.write_dump() {
+        log::error(&format!("failed to dump config to {:?}: {e}", cfg.dump_config_to));
+    }
+
+    let signals = block_termination_signals();
+    let server = match Server::start(cfg.clone()) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("switchyard: error: {e}");
+            std::process::exit(1);
+        }
+    };
+    log::info(&format!(
+        "listening on http://{} with {} shard(s), io driver {}",
+        server.addr,
+        server.drivers.len(),
+        server.drivers.first().copied().unwrap_or("?")
+    ));
+    log::info("no discovery backend is built into this version yet: no models are served");
+
+    let sig = wait_for(&signals);
+    log::info(&format!("signal {sig} received: draining (grace {}s)", cfg.graceful_shutdown.as_secs_f64()));
+    server.shutdown();
+    log::info("stopped");
+}
+
+/// Block SIGTERM and SIGINT in this thread (and so in every thread spawned later).
+fn block_termination_signals() -> libc::sigset_t {
+    // SAFETY: sigset_t is plain data; sigemptyset/sigaddset initialise it, and
+    // pthread_sigmask only reads it. No other thread exists yet.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        set
+    }
+}
+
+/// Sleep until one of `set`'s signals arrives; returns its number.
+fn wait_for(set: &libc::sigset_t) -> i32 {
+    loop {
+        let mut sig: libc::c_int = 0;
+        // SAFETY: `set` was initialised by block_termination_signals and `sig` is a valid
+        // out-pointer for the duration of the call.
+        let rc = unsafe { libc::sigwait(set, &mut sig) };
+        if rc == 0 {
+            return sig;
+        }
+    }
+}

@@ -1,0 +1,128 @@
+//! The HTTP service of a shard: the route table and the dispatch of each request.
+//!
+//! [`Frontend`] implements [`crate::http1::Service`]. For every request it:
+//! 1. finds the route by exact path (query ignored; `DYN_HTTP_SVC_*_PATH` overrides applied at
+//!    start-up) → 404 `Route not found: METHOD /path` when there is none;
+//! 2. checks the method → 405 with `Allow` listing what the route takes (HEAD follows GET);
+//! 3. on JSON routes checks `Content-Type` → 415 unless it is `application/json` (or `+json`);
+//! 4. runs the route's handler ([`ops`] for health, live, models, metrics and the OpenAPI
+//!    document; [`inference`] for the OpenAI routes);
+//! 5. records the status in the shard's metrics.
+//!
+//! Everything here runs on one shard thread and owns no locks. What crosses threads is the
+//! scrape of other shards' metrics (through their inboxes) and the `Arc<Registry>` snapshot.
+
+pub mod inference;
+pub mod ops;
+pub mod routes;
+
+use std::rc::Rc;
+
+use crate::error::{Error, Kind};
+use crate::http1::{Method, Request, Response, Service};
+use crate::shard::ShardCtx;
+use routes::{RouteId, Routes};
+
+/// The per-shard HTTP service.
+pub struct Frontend {
+    ctx: Rc<ShardCtx>,
+    routes: Rc<Routes>,
+}
+
+impl Frontend {
+    pub fn new(ctx: Rc<ShardCtx>) -> Self {
+        let routes = Rc::new(Routes::new(&ctx.shared.config.paths));
+        Frontend { ctx, routes }
+    }
+
+    async fn dispatch(&self, req: &Request) -> Result<Response, Error> {
+        let path = req.path();
+        let Some(route) = self.routes.find(path) else {
+            return Err(Error::new(
+                Kind::NotFound,
+                format!("Route not found: {} {}", method_name(req), String::from_utf8_lossy(path)),
+            ));
+        };
+        let method = req.head.method;
+        let allowed = route.methods.contains(&method) || (method == Method::Head && route.methods.contains(&Method::Get));
+        if !allowed {
+            let allow = route.allow_header();
+            let e = Error::new(
+                Kind::MethodNotAllowed,
+                format!("Method {} not allowed on {}; allowed: {allow}", method_name(req), String::from_utf8_lossy(path)),
+            );
+            return Ok(Response::error(&e).with_header("allow", allow));
+        }
+        if route.json_body && !is_json(req.content_type()) {
+            return Err(Error::new(
+                Kind::UnsupportedMediaType,
+                "Expected request with Content-Type application/json",
+            ));
+        }
+        match route.id {
+            RouteId::Health => Ok(ops::health(&self.ctx)),
+            RouteId::Live => Ok(ops::live()),
+            RouteId::Models => Ok(ops::models(&self.ctx)),
+            RouteId::Model => ops::model(&self.ctx, &path[route.path.len()..]),
+            RouteId::Metrics => Ok(ops::metrics(&self.ctx).await),
+            RouteId::OpenApi => Ok(ops::openapi(&self.routes)),
+            RouteId::ChatCompletions | RouteId::Completions => inference::handle(&self.ctx, route.id, req),
+        }
+    }
+}
+
+impl Service for Frontend {
+    async fn call(&self, req: Request) -> Response {
+        let resp = match self.dispatch(&req).await {
+            Ok(r) => r,
+            Err(e) => Response::error(&e),
+        };
+        let resp = echo_request_id(&req, resp);
+        self.ctx.metrics.http_response(resp.status);
+        resp
+    }
+}
+
+/// `x-request-id` from the client comes back on the response, as Dynamo does.
+fn echo_request_id(req: &Request, resp: Response) -> Response {
+    match req.header("x-request-id").and_then(|v| std::str::from_utf8(v).ok()) {
+        Some(id) if !id.is_empty() && id.len() <= 256 => resp.with_header("x-request-id", id),
+        _ => resp,
+    }
+}
+
+fn method_name(req: &Request) -> String {
+    match req.head.method {
+        Method::Other => {
+            // The method token is the start of the request line.
+            let line = &req.head_bytes[..];
+            let end = line.iter().position(|&b| b == b' ').unwrap_or(0);
+            String::from_utf8_lossy(&line[..end]).into_owned()
+        }
+        m => m.as_str().to_string(),
+    }
+}
+
+/// `application/json`, or any `+json` media type, parameters ignored.
+pub fn is_json(content_type: Option<&[u8]>) -> bool {
+    let Some(ct) = content_type else { return false };
+    let essence = ct.split(|&b| b == b';').next().unwrap_or(&[]);
+    let essence = essence.trim_ascii();
+    essence.eq_ignore_ascii_case(b"application/json")
+        || (essence.len() > 5 && essence[essence.len() - 5..].eq_ignore_ascii_case(b"+json"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_json;
+
+    #[test]
+    fn json_media_types() {
+        assert!(is_json(Some(b"application/json")));
+        assert!(is_json(Some(b"Application/JSON; charset=utf-8")));
+        assert!(is_json(Some(b"application/vnd.api+json")));
+        assert!(!is_json(Some(b"text/plain")));
+        assert!(!is_json(Some(b"application/x-www-form-urlencoded")));
+        assert!(!is_json(None));
+    }
+}

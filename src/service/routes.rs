@@ -1,0 +1,82 @@
+//! The route table: which paths exist, which methods they take, whether they read JSON.
+//!
+//! Built once per shard at start-up from the configured paths; lookups compare bytes, with
+//! one prefix route (`/v1/models/{id}`).
+
+use crate::config::RoutePaths;
+use crate::http1::Method;
+
+/// What a route does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RouteId {
+    Health,
+    Live,
+    Metrics,
+    Models,
+    /// `GET /v1/models/{id}`.
+    Model,
+    OpenApi,
+    ChatCompletions,
+    Completions,
+}
+
+/// One route.
+#[derive(Clone, Debug)]
+pub struct Route {
+    pub id: RouteId,
+    pub path: String,
+    pub methods: &'static [Method],
+    /// The body must be JSON (415 otherwise).
+    pub json_body: bool,
+    pub summary: &'static str,
+}
+
+impl Route {
+    /// The `Allow` header value: the route's methods, plus HEAD wherever GET is allowed.
+    pub fn allow_header(&self) -> String {
+        let mut names: Vec<&str> = self.methods.iter().map(|m| m.as_str()).collect();
+        if self.methods.contains(&Method::Get) && !self.methods.contains(&Method::Head) {
+            names.push("HEAD");
+        }
+        names.join(", ")
+    }
+}
+
+/// Every route a shard serves.
+pub struct Routes {
+    routes: Vec<Route>,
+}
+
+const GET: &[Method] = &[Method::Get];
+const POST: &[Method] = &[Method::Post];
+
+impl Routes {
+    pub fn new(paths: &RoutePaths) -> Self {
+        let r = |id, path: &str, methods, json_body, summary| Route { id, path: path.to_string(), methods, json_body, summary };
+        let model_prefix = format!("{}/", paths.models.trim_end_matches('/'));
+        Routes {
+            routes: vec![
+                r(RouteId::Health, &paths.health, GET, false, "Health: status, endpoints and worker instances"),
+                r(RouteId::Live, &paths.live, GET, false, "Liveness of the frontend process"),
+                r(RouteId::Metrics, &paths.metrics, GET, false, "Prometheus metrics"),
+                r(RouteId::Models, &paths.models, GET, false, "List the served models"),
+                r(RouteId::Model, &model_prefix, GET, false, "One served model"),
+                r(RouteId::OpenApi, "/openapi.json", GET, false, "This OpenAPI document"),
+                r(RouteId::ChatCompletions, &paths.chat, POST, true, "OpenAI chat completions"),
+                r(RouteId::Completions, &paths.completions, POST, true, "OpenAI completions"),
+            ],
+        }
+    }
+
+    /// The route for `path` (exact match; `/v1/models/{id}` by prefix).
+    pub fn find(&self, path: &[u8]) -> Option<&Route> {
+        self.routes.iter().find(|r| match r.id {
+            RouteId::Model => path.len() > r.path.len() && path.starts_with(r.path.as_bytes()),
+            _ => path == r.path.as_bytes(),
+        })
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Route> {
+        self.routes.iter()
+    }
+}

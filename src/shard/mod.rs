@@ -1,0 +1,271 @@
+//! Shards: one pinned thread per core, each with its own monoio runtime, listener, connections,
+//! metrics and Registry snapshot. Nothing on a shard's request path is shared with another
+//! shard; what crosses threads goes through the shard's inbox ([`ShardMsg`]).
+//!
+//! Lifecycle (Seastar's start / run / stop):
+//! 1. [`Server::start`] binds one `SO_REUSEPORT` socket per shard on the calling thread (so a
+//!    bind error is reported before anything runs), reads every allowed core id *before*
+//!    pinning any thread (a pinned thread only sees its own core), then spawns the shards and
+//!    waits until each has built its runtime.
+//! 2. A shard accepts connections and runs one task per connection
+//!    ([`crate::http1::conn::serve`]) and one task reading its inbox.
+//! 3. [`Server::shutdown`] sends `Shutdown` to every inbox. Each shard closes its [`gate`]:
+//!    it stops accepting, idle connections leave, busy ones finish their request, and the shard
+//!    exits when none is left or when the grace period ends.
+//!
+//! I/O driver: io_uring when the kernel allows it, epoll otherwise (`--io-driver` forces one;
+//! io_uring is refused under Docker's default seccomp profile, and then `auto` falls back).
+
+pub mod gate;
+mod listener;
+
+use std::cell::RefCell;
+use std::io;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::{mpsc, Arc};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use monoio::net::TcpListener;
+
+use crate::config::{Config, IoDriver};
+use crate::http1::conn::{self, ConnConfig};
+use crate::http1::response::DateCache;
+use crate::http1::Limits;
+use crate::metrics::{ShardMetrics, Snapshot};
+use crate::registry::Registry;
+use crate::service::Frontend;
+use gate::Gate;
+
+/// A message to one shard.
+pub enum ShardMsg {
+    /// Reply with this shard's metrics.
+    Snapshot(flume::Sender<Snapshot>),
+    /// Install a new Registry snapshot (requests in flight keep the old one).
+    Registry(Arc<Registry>),
+    /// Stop accepting, drain, exit.
+    Shutdown,
+}
+
+/// What every shard can see: fixed at start-up, read-only afterwards.
+pub struct Shared {
+    pub config: Arc<Config>,
+    /// Inbox of every shard, by shard id.
+    pub inboxes: Vec<flume::Sender<ShardMsg>>,
+    pub started: Instant,
+}
+
+/// A shard's own state, reachable from every task on it.
+pub struct ShardCtx {
+    pub id: usize,
+    pub shared: Arc<Shared>,
+    pub metrics: ShardMetrics,
+    pub gate: Gate,
+    pub date: DateCache,
+    pub conn: ConnConfig,
+    registry: RefCell<Arc<Registry>>,
+}
+
+impl ShardCtx {
+    /// The Registry snapshot new requests should use.
+    pub fn registry(&self) -> Arc<Registry> {
+        self.registry.borrow().clone()
+    }
+}
+
+/// The running shards.
+pub struct Server {
+    /// The address every shard's listener is bound to.
+    pub addr: SocketAddr,
+    /// The I/O driver each shard runs ("io_uring" or "epoll").
+    pub drivers: Vec<&'static str>,
+    inboxes: Vec<flume::Sender<ShardMsg>>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Server {
+    /// Bind, spawn and start every shard; returns once all of them run.
+    pub fn start(config: Arc<Config>) -> io::Result<Server> {
+        let cores = core_affinity::get_core_ids().unwrap_or_default();
+        let n = match config.shards {
+            0 => cores.len().max(1),
+            n => n,
+        };
+        let listeners = listener::bind_all(&config.http_host, config.http_port, n, config.listen_backlog)?;
+        let addr = listeners[0].local_addr()?;
+        let (senders, receivers): (Vec<_>, Vec<_>) = (0..n).map(|_| flume::unbounded()).unzip();
+        let shared = Arc::new(Shared { config: config.clone(), inboxes: senders.clone(), started: Instant::now() });
+        let (ready_tx, ready_rx) = mpsc::channel::<io::Result<(usize, &'static str)>>();
+        let mut threads = Vec::with_capacity(n);
+        for (id, (listener, inbox)) in listeners.into_iter().zip(receivers).enumerate() {
+            let core = if config.pin_shards && !cores.is_empty() { Some(cores[id % cores.len()]) } else { None };
+            let shared = shared.clone();
+            let ready = ready_tx.clone();
+            let t = std::thread::Builder::new()
+                .name(format!("shard-{id}"))
+                .spawn(move || run_shard(id, core, listener, inbox, shared, ready))?;
+            threads.push(t);
+        }
+        drop(ready_tx);
+        let mut drivers = vec![""; n];
+        for _ in 0..n {
+            match ready_rx.recv() {
+                Ok(Ok((id, driver))) => drivers[id] = driver,
+                Ok(Err(e)) => {
+                    for s in &senders {
+                        let _ = s.send(ShardMsg::Shutdown);
+                    }
+                    return Err(e);
+                }
+                Err(_) => return Err(io::Error::other("a shard thread exited during start-up")),
+            }
+        }
+        Ok(Server { addr, drivers, inboxes: senders, threads })
+    }
+
+    /// Hand every shard a new Registry snapshot.
+    pub fn publish(&self, registry: Arc<Registry>) {
+        for s in &self.inboxes {
+            let _ = s.send(ShardMsg::Registry(registry.clone()));
+        }
+    }
+
+    /// Ask every shard to stop and wait for all of them (each bounded by the grace period).
+    pub fn shutdown(self) {
+        for s in &self.inboxes {
+            let _ = s.send(ShardMsg::Shutdown);
+        }
+        for t in self.threads {
+            let _ = t.join();
+        }
+    }
+}
+
+fn run_shard(
+    id: usize,
+    core: Option<core_affinity::CoreId>,
+    listener: std::net::TcpListener,
+    inbox: flume::Receiver<ShardMsg>,
+    shared: Arc<Shared>,
+    ready: mpsc::Sender<io::Result<(usize, &'static str)>>,
+) {
+    if let Some(core) = core {
+        if !core_affinity::set_for_current(core) {
+            crate::log::warn(&format!("shard {id}: could not pin to core {}", core.id));
+        }
+    }
+    let driver = shared.config.io_driver;
+    let runtime = match driver {
+        IoDriver::Epoll => build_epoll().map(Runtime::Epoll),
+        IoDriver::IoUring => build_uring().map(Runtime::Uring),
+        IoDriver::Auto => build_uring().map(Runtime::Uring).or_else(|_| build_epoll().map(Runtime::Epoll)),
+    };
+    match runtime {
+        Err(e) => {
+            let msg = format!("shard {id}: cannot build its {driver:?} runtime: {e}");
+            let _ = ready.send(Err(io::Error::new(e.kind(), msg)));
+        }
+        Ok(Runtime::Uring(mut rt)) => {
+            let _ = ready.send(Ok((id, "io_uring")));
+            rt.block_on(shard_main(id, listener, inbox, shared));
+        }
+        Ok(Runtime::Epoll(mut rt)) => {
+            let _ = ready.send(Ok((id, "epoll")));
+            rt.block_on(shard_main(id, listener, inbox, shared));
+        }
+    }
+}
+
+enum Runtime {
+    Uring(monoio::Runtime<monoio::time::TimeDriver<monoio::IoUringDriver>>),
+    Epoll(monoio::Runtime<monoio::time::TimeDriver<monoio::LegacyDriver>>),
+}
+
+fn build_uring() -> io::Result<monoio::Runtime<monoio::time::TimeDriver<monoio::IoUringDriver>>> {
+    monoio::RuntimeBuilder::<monoio::IoUringDriver>::new().with_entries(1024).enable_timer().build()
+}
+
+fn build_epoll() -> io::Result<monoio::Runtime<monoio::time::TimeDriver<monoio::LegacyDriver>>> {
+    monoio::RuntimeBuilder::<monoio::LegacyDriver>::new().enable_timer().build()
+}
+
+async fn shard_main(id: usize, listener: std::net::TcpListener, inbox: flume::Receiver<ShardMsg>, shared: Arc<Shared>) {
+    let listener = match TcpListener::from_std(listener) {
+        Ok(l) => l,
+        Err(e) => {
+            crate::log::error(&format!("shard {id}: listener: {e}"));
+            return;
+        }
+    };
+    let cfg = &shared.config;
+    let conn = ConnConfig {
+        limits: Limits {
+            max_headers: cfg.max_header_count,
+            max_head_bytes: cfg.max_header_bytes,
+            max_body_bytes: cfg.body_limit_bytes,
+        },
+        header_timeout: cfg.header_read_timeout,
+        idle_timeout: cfg.idle_timeout,
+        linger: Duration::from_secs(5),
+    };
+    let grace = cfg.graceful_shutdown;
+    let ctx = Rc::new(ShardCtx {
+        id,
+        shared: shared.clone(),
+        metrics: ShardMetrics::default(),
+        gate: Gate::new(),
+        date: DateCache::default(),
+        conn,
+        registry: RefCell::new(Arc::new(Registry::default())),
+    });
+    monoio::spawn(inbox_loop(ctx.clone(), inbox));
+    let service = Rc::new(Frontend::new(ctx.clone()));
+
+    loop {
+        let accepted = monoio::select! {
+            r = listener.accept() => Some(r),
+            _ = ctx.gate.closed() => None,
+        };
+        match accepted {
+            None => break,
+            Some(Ok((stream, _peer))) => {
+                let ctx = ctx.clone();
+                let service = service.clone();
+                monoio::spawn(async move {
+                    let _guard = ctx.gate.enter();
+                    ctx.metrics.connection_opened();
+                    conn::serve(stream, &*service, &ctx.conn, &ctx.gate, &ctx.date).await;
+                    ctx.metrics.connection_closed();
+                });
+            }
+            Some(Err(e)) => {
+                // EMFILE/ENFILE and friends: back off instead of spinning.
+                crate::log::warn(&format!("shard {id}: accept: {e}"));
+                monoio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+    drop(listener);
+    monoio::select! {
+        _ = ctx.gate.drained() => {},
+        _ = monoio::time::sleep(grace) => {
+            crate::log::warn(&format!(
+                "shard {id}: {} connection(s) still busy after the {}s grace period; closing them",
+                ctx.gate.open(), grace.as_secs_f64()
+            ));
+        },
+    }
+}
+
+async fn inbox_loop(ctx: Rc<ShardCtx>, inbox: flume::Receiver<ShardMsg>) {
+    while let Ok(msg) = inbox.recv_async().await {
+        match msg {
+            ShardMsg::Snapshot(reply) => {
+                let _ = reply.send(ctx.metrics.snapshot());
+            }
+            ShardMsg::Registry(reg) => *ctx.registry.borrow_mut() = reg,
+            ShardMsg::Shutdown => ctx.gate.close(),
+        }
+    }
+}

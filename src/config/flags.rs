@@ -319,7 +319,7 @@ pub static EXTENSION_FLAGS: &[Flag] = &[
 
 /// Settings Dynamo 1.6.1 reads from the environment only (no flag), and their defaults.
 pub static DYNAMO_ENV_SETTINGS: &[(&str, &str, &str)] = &[
-    ("DYN_HTTP_BODY_LIMIT_MB", "192", "Largest request body in MiB (more: 413)."),
+    ("DYN_HTTP_BODY_LIMIT_MB", "45", "Largest request body in MiB (more: 413)."),
     ("DYN_HTTP_GRACEFUL_SHUTDOWN_TIMEOUT_SECS", "5", "Grace period for in-flight requests on SIGTERM/SIGINT."),
     ("DYN_HTTP_LISTEN_BACKLOG", "1024", "listen(2) backlog of each shard's HTTP socket."),
 ];

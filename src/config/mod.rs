@@ -106,7 +106,7 @@ pub struct Config {
     pub idle_timeout: Duration,
     pub max_header_count: usize,
     pub max_header_bytes: usize,
-    /// `DYN_HTTP_BODY_LIMIT_MB` in bytes.
+    /// `DYN_HTTP_BODY_LIMIT_MB` in bytes (default 45 MiB: the limit Dynamo 1.6.1 enforces).
     pub body_limit_bytes: usize,
     /// `DYN_HTTP_GRACEFUL_SHUTDOWN_TIMEOUT_SECS`.
     pub graceful_shutdown: Duration,
@@ -360,7 +360,7 @@ fn typed(parsed: Parsed, env: &dyn Fn(&str) -> Option<String>) -> Result<Config,
         }
         Ok(v as usize)
     };
-    let body_mb: u64 = env_number(env, "DYN_HTTP_BODY_LIMIT_MB", 192)?;
+    let body_mb: u64 = env_number(env, "DYN_HTTP_BODY_LIMIT_MB", 45)?;
     let grace: u64 = env_number(env, "DYN_HTTP_GRACEFUL_SHUTDOWN_TIMEOUT_SECS", 5)?;
     let backlog: i32 = env_number(env, "DYN_HTTP_LISTEN_BACKLOG", 1024)?;
     let path = |var: &str, default: &str| -> Result<String, ConfigError> {
@@ -473,7 +473,7 @@ mod tests {
         let c = run(&[], &[]).unwrap();
         assert_eq!((c.http_host.as_str(), c.http_port), ("0.0.0.0", 8000));
         assert_eq!(c.metrics_prefix, "dynamo_frontend");
-        assert_eq!(c.body_limit_bytes, 192 * 1024 * 1024);
+        assert_eq!(c.body_limit_bytes, 45 * 1024 * 1024);
         assert_eq!(c.graceful_shutdown, Duration::from_secs(5));
         assert_eq!(c.paths.health, "/health");
         assert_eq!(c.namespace_filter(), NamespaceFilter::Any);

@@ -286,7 +286,11 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Pa
             }
             Kind::Bool => {
                 if inline.is_some() {
-                    return Err(usage(format!("argument {}: ignored explicit argument '{}'", word, inline.unwrap_or_default())));
+                    return Err(usage(format!(
+                        "argument {}: ignored explicit argument '{}'",
+                        word,
+                        inline.unwrap_or_default()
+                    )));
                 }
                 set(&mut values, f, Value::Bool(!negative));
                 continue;
@@ -305,9 +309,9 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Pa
         };
         let v = convert(f, &raw, false)?;
         match f.kind {
-            Kind::Ignored => warnings.push(format!(
-                "{word} is no longer supported and is ignored (as in dynamo.frontend 1.6.1)"
-            )),
+            Kind::Ignored => {
+                warnings.push(format!("{word} is no longer supported and is ignored (as in dynamo.frontend 1.6.1)"))
+            }
             Kind::List => match cli_lists.iter_mut().find(|(d, _)| *d == f.dest) {
                 Some((_, l)) => l.push(raw),
                 None => cli_lists.push((f.dest, vec![raw])),
@@ -365,7 +369,10 @@ mod tests {
         assert_eq!(p(&["--aic-tp-size", "4"], &[]).unwrap().get("ais_tp_size"), &Value::Int(4));
         assert_eq!(p(&["--http-p", "82"], &[]).unwrap().get("http_port"), &Value::Int(82));
         assert!(p(&["--router-t", "x"], &[]).is_err(), "ambiguous prefix must fail");
-        assert_eq!(p(&["--router-prefill-load-model", "aic"], &[]).unwrap().get("router_prefill_load_model"), &Value::Str("ais".into()));
+        assert_eq!(
+            p(&["--router-prefill-load-model", "aic"], &[]).unwrap().get("router_prefill_load_model"),
+            &Value::Str("ais".into())
+        );
     }
 
     #[test]
@@ -386,9 +393,15 @@ mod tests {
     #[test]
     fn env_kinds() {
         assert_eq!(p(&[], &[("DYN_KSERVE_GRPC_SERVER", "yes")]).unwrap().get("kserve_grpc_server"), &Value::Bool(true));
-        assert_eq!(p(&[], &[("DYN_KSERVE_GRPC_SERVER", "nah")]).unwrap().get("kserve_grpc_server"), &Value::Bool(false));
+        assert_eq!(
+            p(&[], &[("DYN_KSERVE_GRPC_SERVER", "nah")]).unwrap().get("kserve_grpc_server"),
+            &Value::Bool(false)
+        );
         assert!(p(&[], &[("DYN_TOKENIZER_FALLBACK", "nah")]).is_err());
-        assert_eq!(p(&[], &[("DYN_ACTIVE_DECODE_BLOCKS_THRESHOLD", "None")]).unwrap().get("active_decode_blocks_threshold"), &Value::Null);
+        assert_eq!(
+            p(&[], &[("DYN_ACTIVE_DECODE_BLOCKS_THRESHOLD", "None")]).unwrap().get("active_decode_blocks_threshold"),
+            &Value::Null
+        );
         assert_eq!(
             p(&[], &[("DYN_FRONTEND_ROUTE_EXTENSIONS", "a.b  c.d")]).unwrap().get("frontend_route_extensions"),
             &Value::List(vec!["a.b".into(), "c.d".into()])

@@ -4,8 +4,9 @@
 //! the next read, so pipelined requests get their responses in order and in one write.
 //! Timeouts: a request whose head has not fully arrived `header_timeout` after its first byte
 //! gets 408; a connection idle (between requests, or mid-body with no progress) longer than
-//! `idle_timeout` is closed. When the shard's gate closes, idle connections leave at once and
-//! busy ones after the response in hand (with `connection: close`).
+//! `idle_timeout` is closed. A connection holds the shard's gate only while a request is in
+//! flight (first byte to response written); once the gate closes, every response carries
+//! `connection: close`, and the shard exits when no request is in flight.
 //!
 //! Closing after an error is a *lingering close*: write the response, shut down our sending
 //! side, then read and discard what the client still sends for a bounded time. Without it a
@@ -15,6 +16,7 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
+use monoio::buf::IoBufMut;
 use monoio::io::{AsyncReadRent, AsyncWriteRent, AsyncWriteRentExt};
 use monoio::net::TcpStream;
 
@@ -22,7 +24,7 @@ use super::parse::{Limits, Method};
 use super::request::{Assembler, Request, Step};
 use super::response::{write_response, DateCache, Response, CONTINUE};
 use crate::error::{Error, Kind};
-use crate::shard::gate::Gate;
+use crate::shard::gate::{Gate, GateGuard};
 
 /// Something that answers requests. `!Send` on purpose: it lives on one shard.
 pub trait Service {
@@ -59,31 +61,34 @@ enum ReadOutcome {
     Eof,
     Failed,
     TimedOut,
-    GateClosed,
 }
 
 /// Serve one connection until it closes.
-pub async fn serve<S: Service>(
-    mut stream: TcpStream,
-    svc: &S,
-    cfg: &ConnConfig,
-    gate: &Gate,
-    date: &DateCache,
-) {
+pub async fn serve<S: Service>(mut stream: TcpStream, svc: &S, cfg: &ConnConfig, gate: &Gate, date: &DateCache) {
     let _ = stream.set_nodelay(true);
     let mut buf = BytesMut::with_capacity(READ_CHUNK);
     let mut out: Vec<u8> = Vec::with_capacity(READ_CHUNK);
     let mut asm = Assembler::new(cfg.limits);
     // When the first byte of the current, not yet complete, request arrived.
     let mut started: Option<Instant> = None;
+    // Held from the first byte of a request until its response is written: a draining shard
+    // waits for these, not for idle keep-alive connections.
+    let mut inflight: Option<GateGuard> = None;
+    // Whether the request that holds `inflight` began after the drain started.
+    let mut arrived_draining = false;
 
     loop {
         // Answer everything that is already buffered.
         let mut close = false;
         loop {
             match asm.next(&mut buf) {
-                Ok(Step::Ready(req)) => {
+                Ok(Step::Ready(mut req)) => {
                     started = None;
+                    if inflight.is_none() {
+                        inflight = Some(gate.enter());
+                        arrived_draining = gate.is_closed();
+                    }
+                    req.arrived_draining = arrived_draining;
                     let head_only = req.head.method == Method::Head;
                     let keep_alive = req.head.keep_alive;
                     let resp = svc.call(req).await;
@@ -108,6 +113,10 @@ pub async fn serve<S: Service>(
                     if mid_request && started.is_none() {
                         started = Some(Instant::now());
                     }
+                    if mid_request && inflight.is_none() {
+                        inflight = Some(gate.enter());
+                        arrived_draining = gate.is_closed();
+                    }
                     break;
                 }
                 Err(e) => {
@@ -126,15 +135,16 @@ pub async fn serve<S: Service>(
             }
         }
         if close {
+            drop(inflight);
             linger_close(stream, cfg.linger).await;
             return;
         }
 
         // Read more. Which clock applies depends on where we are in a request.
         let head_pending = !buf.is_empty() && !asm.mid_request();
-        let idle = buf.is_empty() && !asm.mid_request();
-        if idle && gate.is_closed() {
-            return;
+        if buf.is_empty() && !asm.mid_request() {
+            // Nothing of a request is here: this connection no longer holds up a drain.
+            inflight = None;
         }
         let wait = match (head_pending, started) {
             (true, Some(t0)) => cfg.header_timeout.saturating_sub(t0.elapsed()),
@@ -143,11 +153,12 @@ pub async fn serve<S: Service>(
         if buf.capacity() - buf.len() < READ_CHUNK / 4 {
             buf.reserve(READ_CHUNK);
         }
-        let (outcome, b) = read_some(&mut stream, buf, wait, idle.then_some(gate)).await;
+        let (outcome, b) = read_some(&mut stream, buf, wait, gate).await;
         match outcome {
             ReadOutcome::Data => buf = b.expect("buffer returns with data"),
-            ReadOutcome::Eof | ReadOutcome::Failed | ReadOutcome::GateClosed => return,
+            ReadOutcome::Eof | ReadOutcome::Failed => return,
             ReadOutcome::TimedOut => {
+                drop(inflight);
                 if head_pending {
                     let e = Error::new(Kind::RequestTimeout, "request header not received in time");
                     write_response(&mut out, &Response::error(&e), false, true, date);
@@ -160,29 +171,28 @@ pub async fn serve<S: Service>(
     }
 }
 
-/// One read with a timeout and, for idle connections, the gate. The buffer comes back only
-/// when the read finished; otherwise the connection is about to close anyway.
+/// One read into the buffer's spare capacity, with a timeout, cut short when the shard
+/// finishes. The buffer comes back only when the read finished; otherwise the connection is
+/// about to close anyway.
+///
+/// monoio reads into the *start* of an `IoBufMut`, so the read targets `buf[len..]` through a
+/// `SliceMut`; the slice's `set_init` then extends `buf`'s length by what arrived.
 async fn read_some(
     stream: &mut TcpStream,
     buf: BytesMut,
     wait: Duration,
-    gate: Option<&Gate>,
+    gate: &Gate,
 ) -> (ReadOutcome, Option<BytesMut>) {
-    let read = stream.read(buf);
-    let gate_closed = async {
-        match gate {
-            Some(g) => g.closed().await,
-            None => std::future::pending::<()>().await,
-        }
-    };
+    let len = buf.len();
+    let read = stream.read(buf.slice_mut(len..));
     monoio::select! {
+        _ = gate.finished() => (ReadOutcome::Eof, None),
         (res, b) = read => match res {
             Ok(0) => (ReadOutcome::Eof, None),
-            Ok(_) => (ReadOutcome::Data, Some(b)),
+            Ok(_) => (ReadOutcome::Data, Some(b.into_inner())),
             Err(_) => (ReadOutcome::Failed, None),
         },
         _ = monoio::time::sleep(wait) => (ReadOutcome::TimedOut, None),
-        _ = gate_closed => (ReadOutcome::GateClosed, None),
     }
 }
 

@@ -19,6 +19,8 @@ pub struct Request {
     pub head_bytes: Bytes,
     /// The body after de-chunking (empty when there is none).
     pub body: Bytes,
+    /// Its first byte arrived after the shard began to drain (set by the connection loop).
+    pub arrived_draining: bool,
 }
 
 impl Request {
@@ -37,6 +39,8 @@ impl Request {
 }
 
 /// What the connection should do next.
+// A request is moved out once per request; boxing it would add an allocation to the hot path.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum Step {
     /// A whole request is ready.
@@ -84,25 +88,23 @@ impl Assembler {
                     match head.framing {
                         BodyFraming::None => {
                             let head_bytes = buf.split_to(head.head_len).freeze();
-                            return Ok(Step::Ready(Request { head, head_bytes, body: Bytes::new() }));
+                            return Ok(Step::Ready(Request {
+                                head,
+                                head_bytes,
+                                body: Bytes::new(),
+                                arrived_draining: false,
+                            }));
                         }
                         BodyFraming::Length(n) => {
                             if n > self.limits.max_body_bytes as u64 {
-                                return Err(Error::new(
-                                    Kind::PayloadTooLarge,
-                                    format!(
-                                        "request body of {n} bytes exceeds the limit of {} bytes",
-                                        self.limits.max_body_bytes
-                                    ),
-                                ));
+                                return Err(body_too_large(&self.limits));
                             }
                             self.pending = Some(Pending::Length { head, len: n as usize });
                         }
                         BodyFraming::Chunked => {
                             let head_bytes = buf.split_to(head.head_len).freeze();
                             let decoder = ChunkedDecoder::new(self.limits.max_head_bytes);
-                            self.pending =
-                                Some(Pending::Chunked { head, head_bytes, decoder, body: Vec::new() });
+                            self.pending = Some(Pending::Chunked { head, head_bytes, decoder, body: Vec::new() });
                         }
                     }
                 }
@@ -112,7 +114,7 @@ impl Assembler {
                         let raw = buf.split_to(total).freeze();
                         let head_bytes = raw.slice(..head.head_len);
                         let body = raw.slice(head.head_len..);
-                        return Ok(Step::Ready(Request { head, head_bytes, body }));
+                        return Ok(Step::Ready(Request { head, head_bytes, body, arrived_draining: false }));
                     }
                     let send = self.want_continue(&head, buf.len() > head.head_len);
                     if buf.capacity() < total {
@@ -123,10 +125,21 @@ impl Assembler {
                 }
                 Some(Pending::Chunked { head, head_bytes, mut decoder, mut body }) => {
                     let had_body = !buf.is_empty() || !body.is_empty();
-                    let progress = decoder.decode(buf, &mut body, self.limits.max_body_bytes)?;
+                    let progress = decoder.decode(buf, &mut body, self.limits.max_body_bytes).map_err(|e| {
+                        if e.kind() == Kind::PayloadTooLarge {
+                            body_too_large(&self.limits)
+                        } else {
+                            e
+                        }
+                    })?;
                     buf.advance(progress.consumed);
                     if progress.done {
-                        return Ok(Step::Ready(Request { head, head_bytes, body: body.into() }));
+                        return Ok(Step::Ready(Request {
+                            head,
+                            head_bytes,
+                            body: body.into(),
+                            arrived_draining: false,
+                        }));
                     }
                     let send = self.want_continue(&head, had_body);
                     self.pending = Some(Pending::Chunked { head, head_bytes, decoder, body });
@@ -143,4 +156,13 @@ impl Assembler {
         }
         false
     }
+}
+
+/// Dynamo 1.6.1's words for a body over `DYN_HTTP_BODY_LIMIT_MB`.
+fn body_too_large(limits: &Limits) -> Error {
+    let mb = limits.max_body_bytes / (1024 * 1024);
+    Error::new(
+        Kind::PayloadTooLarge,
+        format!("Request body exceeds the limit of {mb} MB set by DYN_HTTP_BODY_LIMIT_MB"),
+    )
 }

@@ -44,20 +44,27 @@ impl Frontend {
             ));
         };
         let method = req.head.method;
-        let allowed = route.methods.contains(&method) || (method == Method::Head && route.methods.contains(&Method::Get));
+        let allowed =
+            route.methods.contains(&method) || (method == Method::Head && route.methods.contains(&Method::Get));
         if !allowed {
             let allow = route.allow_header();
             let e = Error::new(
                 Kind::MethodNotAllowed,
-                format!("Method {} not allowed on {}; allowed: {allow}", method_name(req), String::from_utf8_lossy(path)),
+                format!(
+                    "Method {} not allowed on {}; allowed: {allow}",
+                    method_name(req),
+                    String::from_utf8_lossy(path)
+                ),
             );
             return Ok(Response::error(&e).with_header("allow", allow));
         }
         if route.json_body && !is_json(req.content_type()) {
-            return Err(Error::new(
-                Kind::UnsupportedMediaType,
-                "Expected request with Content-Type application/json",
-            ));
+            return Err(Error::new(Kind::UnsupportedMediaType, "Expected request with Content-Type application/json"));
+        }
+        if req.arrived_draining {
+            if let Some(resp) = ops::draining(route.id) {
+                return Ok(resp);
+            }
         }
         match route.id {
             RouteId::Health => Ok(ops::health(&self.ctx)),

@@ -20,6 +20,24 @@ pub fn health(ctx: &ShardCtx) -> Response {
     Response::json(200, serde_json::to_vec(&body).unwrap_or_default())
 }
 
+/// What a draining frontend answers instead (Dynamo 1.6.1's shapes), or `None` for routes
+/// that keep working while requests in flight finish (`/metrics`, `/openapi.json`).
+pub fn draining(route: RouteId) -> Option<Response> {
+    match route {
+        RouteId::Health => Some(Response::json_static(
+            503,
+            br#"{"status":"not_ready","stage":"draining","message":"Service is not ready"}"#,
+        )),
+        RouteId::Live => {
+            Some(Response::json_static(503, br#"{"status":"shutting_down","message":"Service is shutting down"}"#))
+        }
+        RouteId::Models | RouteId::Model | RouteId::ChatCompletions | RouteId::Completions => {
+            Some(Response::error(&Error::new(Kind::ServiceUnavailable, "Service is not ready")))
+        }
+        RouteId::Metrics | RouteId::OpenApi => None,
+    }
+}
+
 /// `{"status":"live","message":"Service is live"}`.
 pub fn live() -> Response {
     Response::json_static(200, br#"{"status":"live","message":"Service is live"}"#)

@@ -32,13 +32,14 @@ pub struct Route {
 }
 
 impl Route {
-    /// The `Allow` header value: the route's methods, plus HEAD wherever GET is allowed.
+    /// The `Allow` header value, spelled as Dynamo 1.6.1 does (`GET,HEAD`): the route's methods,
+    /// plus HEAD wherever GET is allowed.
     pub fn allow_header(&self) -> String {
         let mut names: Vec<&str> = self.methods.iter().map(|m| m.as_str()).collect();
         if self.methods.contains(&Method::Get) && !self.methods.contains(&Method::Head) {
             names.push("HEAD");
         }
-        names.join(", ")
+        names.join(",")
     }
 }
 
@@ -52,7 +53,13 @@ const POST: &[Method] = &[Method::Post];
 
 impl Routes {
     pub fn new(paths: &RoutePaths) -> Self {
-        let r = |id, path: &str, methods, json_body, summary| Route { id, path: path.to_string(), methods, json_body, summary };
+        let r = |id, path: &str, methods, json_body, summary| Route {
+            id,
+            path: path.to_string(),
+            methods,
+            json_body,
+            summary,
+        };
         let model_prefix = format!("{}/", paths.models.trim_end_matches('/'));
         Routes {
             routes: vec![

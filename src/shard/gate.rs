@@ -1,9 +1,11 @@
 //! A shard's shutdown gate (the Seastar "gate" idea, shard-local and lock-free).
 //!
-//! Every connection holds a [`GateGuard`] while it lives. When the shard is told to stop it
-//! closes the gate: idle connections wake from [`Gate::closed`] and leave, busy ones finish the
-//! request in hand and leave, and the shard waits on [`Gate::drained`] until none are left or
-//! the grace period ends. Everything here is `!Send`: one gate per shard thread.
+//! Two phases. Every request in flight holds a [`GateGuard`] and every connection a
+//! [`ConnGuard`]. [`Gate::close`] starts the drain: the accept loop wakes from
+//! [`Gate::closed`] and stops accepting, requests in flight finish, and the shard waits on
+//! [`Gate::drained`] until none is left or the grace period ends. [`Gate::finish`] then tells
+//! every connection to close ([`Gate::finished`]) and the shard waits on [`Gate::empty`].
+//! Everything here is `!Send`: one gate per shard thread.
 
 use std::cell::{Cell, RefCell};
 use std::future::Future;
@@ -14,9 +16,10 @@ use std::task::{Context, Poll, Waker};
 #[derive(Default)]
 struct Inner {
     closed: Cell<bool>,
-    open_guards: Cell<usize>,
-    closed_waiters: Waiters,
-    drained_waiters: Waiters,
+    finished: Cell<bool>,
+    requests: Cell<usize>,
+    conns: Cell<usize>,
+    waiters: [Waiters; 4],
 }
 
 /// Wakers of pending waits; a wait removes its slot when dropped, so connections that come
@@ -68,34 +71,57 @@ impl Waiters {
 #[derive(Clone, Default)]
 pub struct Gate(Rc<Inner>);
 
-/// Held by each live connection; dropping it may complete [`Gate::drained`].
+/// Held by each request in flight; dropping it may complete [`Gate::drained`].
 pub struct GateGuard(Gate);
+
+/// Held by each open connection; dropping it may complete [`Gate::empty`].
+pub struct ConnGuard(Gate);
+
+#[derive(Clone, Copy)]
+enum Until {
+    Closed = 0,
+    Drained = 1,
+    Finished = 2,
+    Empty = 3,
+}
 
 impl Gate {
     pub fn new() -> Self {
         Gate::default()
     }
 
-    /// Register a live connection.
+    /// Register a request in flight.
     pub fn enter(&self) -> GateGuard {
-        self.0.open_guards.set(self.0.open_guards.get() + 1);
+        self.0.requests.set(self.0.requests.get() + 1);
         GateGuard(self.clone())
     }
 
-    /// Number of live connections.
-    pub fn open(&self) -> usize {
-        self.0.open_guards.get()
+    /// Register an open connection.
+    pub fn connection(&self) -> ConnGuard {
+        self.0.conns.set(self.0.conns.get() + 1);
+        ConnGuard(self.clone())
+    }
+
+    /// Number of requests in flight.
+    pub fn in_flight(&self) -> usize {
+        self.0.requests.get()
     }
 
     pub fn is_closed(&self) -> bool {
         self.0.closed.get()
     }
 
-    /// Stop: wake every connection waiting in [`Gate::closed`].
+    /// Start draining: stop accepting, finish what is in flight.
     pub fn close(&self) {
         self.0.closed.set(true);
-        self.0.closed_waiters.wake_all();
-        self.wake_drained_if_empty();
+        self.check();
+    }
+
+    /// End the drain: every connection closes.
+    pub fn finish(&self) {
+        self.0.closed.set(true);
+        self.0.finished.set(true);
+        self.check();
     }
 
     /// Completes once [`Gate::close`] has been called.
@@ -103,14 +129,37 @@ impl Gate {
         WaitFor { gate: self, until: Until::Closed, slot: None }
     }
 
-    /// Completes once the gate is closed and every guard is gone.
+    /// Completes once the gate is closed and no request is in flight.
     pub fn drained(&self) -> impl Future<Output = ()> + '_ {
         WaitFor { gate: self, until: Until::Drained, slot: None }
     }
 
-    fn wake_drained_if_empty(&self) {
-        if self.0.closed.get() && self.0.open_guards.get() == 0 {
-            self.0.drained_waiters.wake_all();
+    /// Completes once [`Gate::finish`] has been called.
+    pub fn finished(&self) -> impl Future<Output = ()> + '_ {
+        WaitFor { gate: self, until: Until::Finished, slot: None }
+    }
+
+    /// Completes once the gate is finished and no connection is open.
+    pub fn empty(&self) -> impl Future<Output = ()> + '_ {
+        WaitFor { gate: self, until: Until::Empty, slot: None }
+    }
+
+    fn ready(&self, until: Until) -> bool {
+        let i = &self.0;
+        match until {
+            Until::Closed => i.closed.get(),
+            Until::Drained => i.closed.get() && i.requests.get() == 0,
+            Until::Finished => i.finished.get(),
+            Until::Empty => i.finished.get() && i.conns.get() == 0,
+        }
+    }
+
+    /// Wake the waits whose condition now holds.
+    fn check(&self) {
+        for until in [Until::Closed, Until::Drained, Until::Finished, Until::Empty] {
+            if self.ready(until) {
+                self.0.waiters[until as usize].wake_all();
+            }
         }
     }
 }
@@ -118,15 +167,17 @@ impl Gate {
 impl Drop for GateGuard {
     fn drop(&mut self) {
         let inner = &self.0 .0;
-        inner.open_guards.set(inner.open_guards.get() - 1);
-        self.0.wake_drained_if_empty();
+        inner.requests.set(inner.requests.get() - 1);
+        self.0.check();
     }
 }
 
-#[derive(Clone, Copy)]
-enum Until {
-    Closed,
-    Drained,
+impl Drop for ConnGuard {
+    fn drop(&mut self) {
+        let inner = &self.0 .0;
+        inner.conns.set(inner.conns.get() - 1);
+        self.0.check();
+    }
 }
 
 struct WaitFor<'a> {
@@ -137,10 +188,7 @@ struct WaitFor<'a> {
 
 impl WaitFor<'_> {
     fn waiters(&self) -> &Waiters {
-        match self.until {
-            Until::Closed => &self.gate.0.closed_waiters,
-            Until::Drained => &self.gate.0.drained_waiters,
-        }
+        &self.gate.0.waiters[self.until as usize]
     }
 }
 
@@ -156,17 +204,52 @@ impl Future for WaitFor<'_> {
     type Output = ();
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = self.get_mut();
-        let inner = &this.gate.0;
-        let ready = match this.until {
-            Until::Closed => inner.closed.get(),
-            Until::Drained => inner.closed.get() && inner.open_guards.get() == 0,
-        };
-        if ready {
+        if this.gate.ready(this.until) {
             return Poll::Ready(());
         }
         let mut slot = this.slot;
         this.waiters().register(&mut slot, cx.waker());
         this.slot = slot;
         Poll::Pending
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::task::Wake;
+
+    struct Flag(std::sync::atomic::AtomicBool);
+    impl Wake for Flag {
+        fn wake(self: Arc<Self>) {
+            self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    fn poll_once<F: Future>(f: Pin<&mut F>, flag: &Arc<Flag>) -> bool {
+        let waker = Waker::from(flag.clone());
+        f.poll(&mut Context::from_waker(&waker)).is_ready()
+    }
+
+    #[test]
+    fn drain_then_finish() {
+        let gate = Gate::new();
+        let conn = gate.connection();
+        let req = gate.enter();
+        let flag = Arc::new(Flag(Default::default()));
+        let mut drained = std::pin::pin!(gate.drained());
+        assert!(!poll_once(drained.as_mut(), &flag));
+        gate.close();
+        assert!(!poll_once(drained.as_mut(), &flag), "a request is still in flight");
+        drop(req);
+        assert!(flag.0.load(std::sync::atomic::Ordering::SeqCst), "the last request wakes the drain");
+        assert!(poll_once(drained.as_mut(), &flag));
+        let mut empty = std::pin::pin!(gate.empty());
+        gate.finish();
+        assert!(!poll_once(empty.as_mut(), &flag));
+        drop(conn);
+        assert!(poll_once(empty.as_mut(), &flag));
+        assert_eq!(gate.0.waiters.iter().map(|w| w.slots.borrow().iter().flatten().count()).sum::<usize>(), 0);
     }
 }

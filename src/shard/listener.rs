@@ -27,8 +27,8 @@ pub fn bind_all(host: &str, port: u16, n: usize, backlog: i32) -> io::Result<Vec
         .map_err(|e| io::Error::new(e.kind(), format!("cannot resolve --http-host {host}: {e}")))?
         .next()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, format!("no address for {host}")))?;
-    let first = bind_one(addr, backlog)
-        .map_err(|e| io::Error::new(e.kind(), format!("cannot listen on {addr}: {e}")))?;
+    let first =
+        bind_one(addr, backlog).map_err(|e| io::Error::new(e.kind(), format!("cannot listen on {addr}: {e}")))?;
     let bound = first.local_addr()?;
     let mut all = vec![first];
     for _ in 1..n {

@@ -10,8 +10,10 @@
 //! 2. A shard accepts connections and runs one task per connection
 //!    ([`crate::http1::conn::serve`]) and one task reading its inbox.
 //! 3. [`Server::shutdown`] sends `Shutdown` to every inbox. Each shard closes its [`gate`]:
-//!    it stops accepting, idle connections leave, busy ones finish their request, and the shard
-//!    exits when none is left or when the grace period ends.
+//!    it stops accepting; requests already in flight finish while `/health` and `/live` answer
+//!    503 and new inference requests get 503 "Service is not ready" (Dynamo 1.6.1's draining
+//!    behaviour); the shard exits, closing what is left, when no request is in flight or when
+//!    the grace period (`DYN_HTTP_GRACEFUL_SHUTDOWN_TIMEOUT_SECS`) ends.
 //!
 //! I/O driver: io_uring when the kernel allows it, epoll otherwise (`--io-driver` forces one;
 //! io_uring is refused under Docker's default seccomp profile, and then `auto` falls back).
@@ -233,7 +235,7 @@ async fn shard_main(id: usize, listener: std::net::TcpListener, inbox: flume::Re
                 let ctx = ctx.clone();
                 let service = service.clone();
                 monoio::spawn(async move {
-                    let _guard = ctx.gate.enter();
+                    let _conn = ctx.gate.connection();
                     ctx.metrics.connection_opened();
                     conn::serve(stream, &*service, &ctx.conn, &ctx.gate, &ctx.date).await;
                     ctx.metrics.connection_closed();
@@ -251,10 +253,16 @@ async fn shard_main(id: usize, listener: std::net::TcpListener, inbox: flume::Re
         _ = ctx.gate.drained() => {},
         _ = monoio::time::sleep(grace) => {
             crate::log::warn(&format!(
-                "shard {id}: {} connection(s) still busy after the {}s grace period; closing them",
-                ctx.gate.open(), grace.as_secs_f64()
+                "shard {id}: {} request(s) still in flight after the {}s grace period; closing them",
+                ctx.gate.in_flight(), grace.as_secs_f64()
             ));
         },
+    }
+    // Close every connection (idle keep-alive ones included) before the runtime goes away.
+    ctx.gate.finish();
+    monoio::select! {
+        _ = ctx.gate.empty() => {},
+        _ = monoio::time::sleep(Duration::from_millis(200)) => {},
     }
 }
 

@@ -1,0 +1,129 @@
+//! Helpers for tests that talk to a real switchyard over real sockets.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::Arc;
+use std::time::Duration;
+
+use switchyard::shard::Server;
+
+/// Start an in-process server on 127.0.0.1 with an ephemeral port and the given I/O driver.
+pub fn start(driver: &str, args: &[&str], env: &[(&str, &str)]) -> Server {
+    let mut all: Vec<String> =
+        ["--http-host", "127.0.0.1", "--http-port", "0", "--shards", "2", "--no-pin-shards", "--io-driver", driver]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+    all.extend(args.iter().map(|s| s.to_string()));
+    let env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    let (_, cfg, _) =
+        switchyard::config::load(&all, &move |k| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()))
+            .expect("test config is valid");
+    let server = Server::start(Arc::new(cfg.unwrap())).expect("server starts");
+    let want = if driver == "epoll" { "epoll" } else { "io_uring" };
+    assert!(server.drivers.iter().all(|d| *d == want), "asked for {driver}, shards run {:?}", server.drivers);
+    server
+}
+
+/// One parsed response.
+#[derive(Debug)]
+pub struct Resp {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Resp {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
+    }
+}
+
+/// A client connection that reads Content-Length framed responses.
+pub struct Client {
+    pub stream: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Client {
+    pub fn connect(addr: SocketAddr) -> Client {
+        let stream = TcpStream::connect(addr).expect("connect");
+        stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        stream.set_nodelay(true).unwrap();
+        Client { stream, buf: Vec::new() }
+    }
+
+    pub fn send(&mut self, bytes: &[u8]) {
+        self.stream.write_all(bytes).expect("write");
+    }
+
+    fn fill(&mut self) -> usize {
+        let mut tmp = [0u8; 16384];
+        let n = self.stream.read(&mut tmp).unwrap_or(0);
+        self.buf.extend_from_slice(&tmp[..n]);
+        n
+    }
+
+    /// Read one response; `head_only` for responses to HEAD.
+    pub fn read_response_opts(&mut self, head_only: bool) -> Resp {
+        let end = loop {
+            if let Some(i) = self.buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                break i + 4;
+            }
+            assert!(
+                self.fill() > 0,
+                "connection closed before a response head: {:?}",
+                String::from_utf8_lossy(&self.buf)
+            );
+        };
+        let head = String::from_utf8(self.buf[..end].to_vec()).unwrap();
+        let mut lines = head.split("\r\n");
+        let status_line = lines.next().unwrap();
+        let status: u16 = status_line.split(' ').nth(1).unwrap().parse().unwrap();
+        let headers: Vec<(String, String)> = lines
+            .filter(|l| !l.is_empty())
+            .map(|l| {
+                let (n, v) = l.split_once(':').unwrap();
+                (n.trim().to_string(), v.trim().to_string())
+            })
+            .collect();
+        self.buf.drain(..end);
+        let len: usize = if head_only || status == 100 {
+            0
+        } else {
+            headers
+                .iter()
+                .find(|(n, _)| n.eq_ignore_ascii_case("content-length"))
+                .map(|(_, v)| v.parse().unwrap())
+                .unwrap_or(0)
+        };
+        while self.buf.len() < len {
+            assert!(self.fill() > 0, "connection closed inside a body");
+        }
+        let body = self.buf.drain(..len).collect();
+        Resp { status, headers, body }
+    }
+
+    pub fn read_response(&mut self) -> Resp {
+        self.read_response_opts(false)
+    }
+
+    /// Send a request and read its response.
+    pub fn roundtrip(&mut self, req: &[u8]) -> Resp {
+        self.send(req);
+        self.read_response()
+    }
+
+    /// True when the server has closed the connection (EOF with nothing left unread).
+    pub fn closed(&mut self) -> bool {
+        self.buf.is_empty() && self.fill() == 0
+    }
+}
+
+pub const GET_LIVE: &[u8] = b"GET /live HTTP/1.1\r\nHost: t\r\n\r\n";
+pub const LIVE_BODY: &[u8] = br#"{"status":"live","message":"Service is live"}"#;

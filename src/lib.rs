@@ -22,8 +22,10 @@ pub mod error;
 pub mod http1;
 pub mod log;
 pub mod metrics;
+pub mod openai;
 pub mod registry;
 pub mod service;
 pub mod shard;
+pub mod tokenize;
 
 pub use error::{Error, Kind, Side};

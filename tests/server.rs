@@ -73,7 +73,7 @@ fn pipelined_in_order(driver: &str) {
     batch.extend_from_slice(GET_LIVE);
     batch.extend_from_slice(b"GET /nope HTTP/1.1\r\n\r\n");
     batch.extend_from_slice(b"HEAD /live HTTP/1.1\r\n\r\n");
-    batch.extend_from_slice(b"POST /v1/chat/completions HTTP/1.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nd\r\n{\"model\":\"m\"}\r\n0\r\n\r\n");
+    batch.extend_from_slice(b"POST /v1/chat/completions HTTP/1.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n39\r\n{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}\r\n0\r\n\r\n");
     batch.extend_from_slice(b"GET /v1/models HTTP/1.1\r\n\r\n");
     c.send(&batch);
     let r = c.read_response();
@@ -119,17 +119,17 @@ fn body_over_limit_gets_413(driver: &str) {
 fn expect_continue_and_chunked(driver: &str) {
     let s = start(driver, &[], &[]);
     let mut c = Client::connect(s.addr);
-    c.send(b"POST /v1/completions HTTP/1.1\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: 13\r\n\r\n");
+    c.send(b"POST /v1/completions HTTP/1.1\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: 27\r\n\r\n");
     let interim = c.read_response();
     assert_eq!(interim.status, 100);
-    c.send(b"{\"model\":\"m\"}");
+    c.send(b"{\"model\":\"m\",\"prompt\":\"hi\"}");
     let r = c.read_response();
     assert_eq!(r.status, 404);
     assert_eq!(r.json()["message"], "Model not found");
     // Chunked body split across writes.
     c.send(b"POST /v1/completions HTTP/1.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n4\r\n{\"mo");
     std::thread::sleep(Duration::from_millis(20));
-    c.send(b"\r\n9\r\ndel\":\"m\"}\r\n0\r\n\r\n");
+    c.send(b"\r\n17\r\ndel\":\"m\",\"prompt\":\"hi\"}\r\n0\r\n\r\n");
     assert_eq!(c.read_response().json()["message"], "Model not found");
     s.shutdown();
 }
@@ -207,11 +207,11 @@ fn shutdown_drains(driver: &str) {
     let mut idle = Client::connect(s.addr);
     assert_eq!(idle.roundtrip(GET_LIVE).status, 200);
     let mut busy = Client::connect(s.addr);
-    busy.send(b"POST /v1/completions HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 13\r\n\r\n{\"mod");
+    busy.send(b"POST /v1/completions HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 27\r\n\r\n{\"mod");
     let mut writer = busy.stream.try_clone().unwrap();
     let finisher = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(400));
-        writer.write_all(b"el\":\"m\"}").unwrap();
+        writer.write_all(b"el\":\"m\",\"prompt\":\"hi\"}").unwrap();
     });
     std::thread::sleep(Duration::from_millis(100));
     let t0 = Instant::now();

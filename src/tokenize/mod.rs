@@ -1,0 +1,20 @@
+//! Pre- and post-processing of text: model files, chat templates, tokenization.
+//!
+//! * [`model`]: read a model directory once (off the shard threads) into [`model::ModelFiles`].
+//! * [`template`]: render a conversation exactly as transformers' `apply_chat_template` does.
+//! * [`pyjson`]: Python's `json.dumps` / `repr` text forms that templates print.
+//! * [`tokenizer`]: one tokenizer instance per shard: encode prompts, decode ids.
+//!
+//! Called by the request path on a shard (render → encode) and by the control side when a
+//! model appears (load). Depends on nothing of the HTTP or routing layers.
+
+pub mod model;
+pub mod offload;
+pub mod preprocess;
+pub mod pyjson;
+pub mod template;
+pub mod tokenizer;
+
+pub use model::ModelFiles;
+pub use template::{ChatTemplate, RenderArgs};
+pub use tokenizer::Tokenizer;

@@ -1,0 +1,209 @@
+//! Reading a model directory: `config.json`, `tokenizer.json`, `tokenizer_config.json`,
+//! `generation_config.json`, and the chat template wherever it lives.
+//!
+//! Parsing happens once per model, off the shard threads; the result ([`ModelFiles`]) is
+//! immutable and shared. What each shard needs of its own (a tokenizer instance, whose encode
+//! scratch pool sits behind locks) is built from it with [`ModelFiles::tokenizer`].
+//!
+//! Where things come from, as Hugging Face transformers reads them:
+//! * chat template: `chat_template.jinja`, else `chat_template.json` (`{"chat_template": …}`),
+//!   else `tokenizer_config.json`'s `chat_template` — a string, or a list of
+//!   `{"name","template"}` of which `default` is used (and `tool_use` when tools are given);
+//! * special tokens: `bos_token`, `eos_token`, `unk_token`, `pad_token` of
+//!   `tokenizer_config.json`, each a string or an `AddedToken` object with `content`;
+//! * context length: `max_position_embeddings`, `n_positions`, `max_seq_len`, `seq_length`,
+//!   `max_sequence_length` in `config.json` (or its `text_config`), else the tokenizer's
+//!   `model_max_length` when it is a real bound;
+//! * end-of-sequence ids: `generation_config.json` `eos_token_id` (int or list), else
+//!   `config.json`'s, else the id of `eos_token`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::template::ChatTemplate;
+use super::tokenizer::Tokenizer;
+
+/// Why a model directory cannot be served.
+#[derive(Debug)]
+pub struct LoadError {
+    pub path: PathBuf,
+    pub message: String,
+}
+
+impl std::fmt::Display for LoadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.path.display(), self.message)
+    }
+}
+
+impl std::error::Error for LoadError {}
+
+fn err(path: &Path, message: impl Into<String>) -> LoadError {
+    LoadError { path: path.to_path_buf(), message: message.into() }
+}
+
+/// Everything read from a model directory, parsed once.
+#[derive(Debug)]
+pub struct ModelFiles {
+    pub dir: PathBuf,
+    /// `tokenizer.json` in the canonical form the tokenizer reader takes.
+    tokenizer_json: String,
+    /// Named chat templates (`default`, `tool_use`, …), compiled.
+    pub templates: BTreeMap<String, Arc<ChatTemplate>>,
+    /// Named special tokens (`bos_token`, `eos_token`, `unk_token`, `sep_token`, `pad_token`,
+    /// `cls_token`, `mask_token`) as text: the variables transformers gives every template.
+    pub special_tokens: BTreeMap<String, String>,
+    pub context_length: Option<u64>,
+    /// Ids that end generation (generation_config.json, else config.json, else `eos_token`).
+    pub eos_token_ids: Vec<u32>,
+    /// Whether the tokenizer config asks for a BOS token at encode time.
+    pub add_bos_token: bool,
+}
+
+fn read_json(path: &Path) -> Result<Option<Value>, LoadError> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => serde_json::from_str(&text).map(Some).map_err(|e| err(path, format!("invalid JSON: {e}"))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(err(path, e.to_string())),
+    }
+}
+
+/// The text of a special-token entry: a string, or an AddedToken object's `content`.
+fn token_text(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Object(o) => o.get("content").and_then(Value::as_str).map(str::to_string),
+        _ => None,
+    }
+}
+
+fn ids_of(v: Option<&Value>) -> Vec<u32> {
+    match v {
+        Some(Value::Number(n)) => n.as_u64().map(|x| vec![x as u32]).unwrap_or_default(),
+        Some(Value::Array(a)) => a.iter().filter_map(Value::as_u64).map(|x| x as u32).collect(),
+        _ => Vec::new(),
+    }
+}
+
+const CONTEXT_KEYS: &[&str] =
+    &["max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "max_sequence_length"];
+
+fn context_length(config: Option<&Value>, tok_config: Option<&Value>) -> Option<u64> {
+    let from = |v: &Value| CONTEXT_KEYS.iter().find_map(|k| v.get(*k).and_then(Value::as_u64));
+    if let Some(c) = config {
+        if let Some(n) = from(c).or_else(|| c.get("text_config").and_then(from)) {
+            return Some(n);
+        }
+    }
+    // transformers uses a huge sentinel (1e30) when the tokenizer has no bound.
+    tok_config.and_then(|t| t.get("model_max_length")).and_then(Value::as_u64).filter(|n| *n < 10_000_000)
+}
+
+impl ModelFiles {
+    /// Read and check a model directory. Any missing or malformed file that serving needs is
+    /// an error naming that file; the model is then not served.
+    pub fn load(dir: impl AsRef<Path>) -> Result<ModelFiles, LoadError> {
+        let dir = dir.as_ref().to_path_buf();
+        if !dir.is_dir() {
+            return Err(err(&dir, "not a directory"));
+        }
+        let tok_path = dir.join("tokenizer.json");
+        let raw = std::fs::read_to_string(&tok_path).map_err(|e| err(&tok_path, e.to_string()))?;
+        let tokenizer_json = Tokenizer::canonical_json(&raw).map_err(|e| err(&tok_path, e))?;
+        let config = read_json(&dir.join("config.json"))?;
+        let tok_config = read_json(&dir.join("tokenizer_config.json"))?.unwrap_or(Value::Null);
+        let gen_config = read_json(&dir.join("generation_config.json"))?;
+
+        let mut special_tokens = BTreeMap::new();
+        for name in ["bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"] {
+            if let Some(text) = tok_config.get(name).and_then(token_text) {
+                special_tokens.insert(name.to_string(), text);
+            }
+        }
+
+        let templates = Self::load_templates(&dir, &tok_config)?;
+        let tokenizer = Tokenizer::from_canonical_json(&tokenizer_json).map_err(|e| err(&tok_path, e))?;
+        let mut eos_token_ids = ids_of(gen_config.as_ref().and_then(|g| g.get("eos_token_id")));
+        if eos_token_ids.is_empty() {
+            eos_token_ids = ids_of(config.as_ref().and_then(|c| c.get("eos_token_id")));
+        }
+        if eos_token_ids.is_empty() {
+            if let Some(id) = special_tokens.get("eos_token").and_then(|t| tokenizer.token_to_id(t)) {
+                eos_token_ids.push(id);
+            }
+        }
+        Ok(ModelFiles {
+            context_length: context_length(config.as_ref(), Some(&tok_config)),
+            add_bos_token: tok_config.get("add_bos_token").and_then(Value::as_bool).unwrap_or(false),
+            dir,
+            tokenizer_json,
+            templates,
+            special_tokens,
+            eos_token_ids,
+        })
+    }
+
+    fn load_templates(dir: &Path, tok_config: &Value) -> Result<BTreeMap<String, Arc<ChatTemplate>>, LoadError> {
+        let mut sources: BTreeMap<String, String> = BTreeMap::new();
+        let jinja = dir.join("chat_template.jinja");
+        let json = dir.join("chat_template.json");
+        if jinja.is_file() {
+            let text = std::fs::read_to_string(&jinja).map_err(|e| err(&jinja, e.to_string()))?;
+            sources.insert("default".into(), text);
+        } else if let Some(v) = read_json(&json)? {
+            let t = v.get("chat_template").cloned().unwrap_or(Value::Null);
+            Self::collect_templates(&json, &t, &mut sources)?;
+        } else if let Some(t) = tok_config.get("chat_template") {
+            Self::collect_templates(&dir.join("tokenizer_config.json"), t, &mut sources)?;
+        }
+        let mut templates = BTreeMap::new();
+        for (name, source) in sources {
+            let compiled = ChatTemplate::compile(&source)
+                .map_err(|e| err(dir, format!("chat template `{name}` does not compile: {e}")))?;
+            templates.insert(name, Arc::new(compiled));
+        }
+        Ok(templates)
+    }
+
+    fn collect_templates(path: &Path, t: &Value, out: &mut BTreeMap<String, String>) -> Result<(), LoadError> {
+        match t {
+            Value::String(s) => {
+                out.insert("default".into(), s.clone());
+            }
+            Value::Array(list) => {
+                for entry in list {
+                    let name = entry.get("name").and_then(Value::as_str);
+                    let template = entry.get("template").and_then(Value::as_str);
+                    match (name, template) {
+                        (Some(n), Some(s)) => {
+                            out.insert(n.to_string(), s.to_string());
+                        }
+                        _ => return Err(err(path, "chat_template list entries need `name` and `template`")),
+                    }
+                }
+            }
+            Value::Null => {}
+            _ => return Err(err(path, "chat_template must be a string or a list of named templates")),
+        }
+        Ok(())
+    }
+
+    /// A new tokenizer instance (one per shard; instances share nothing).
+    pub fn tokenizer(&self) -> Result<Tokenizer, String> {
+        Tokenizer::from_canonical_json(&self.tokenizer_json)
+    }
+
+    /// The template transformers would pick: `tool_use` when tools are given and it exists,
+    /// else `default`, else the only one.
+    pub fn template(&self, with_tools: bool) -> Option<&Arc<ChatTemplate>> {
+        if with_tools {
+            if let Some(t) = self.templates.get("tool_use") {
+                return Some(t);
+            }
+        }
+        self.templates.get("default").or_else(|| (self.templates.len() == 1).then(|| self.templates.values().next())?)
+    }
+}

@@ -1,0 +1,391 @@
+//! Chat templates rendered the way Hugging Face transformers' `apply_chat_template` renders
+//! them, with minijinja.
+//!
+//! What transformers does, and how it is mirrored here:
+//! * Jinja environment with `trim_blocks` and `lstrip_blocks`, loop controls, no trailing
+//!   newline kept → the same minijinja settings;
+//! * Python string methods (`.strip()`, `.split()`, `.startswith()`, `.items()`, …) → the
+//!   pycompat method callback of minijinja-contrib;
+//! * `tojson` is `json.dumps(x, ensure_ascii=False, indent, separators, sort_keys)` → our own
+//!   filter (minijinja's escapes `<>&` and spaces differently), see [`super::pyjson`];
+//! * `{{ value }}` prints Python's `str()` (`True`, `None`, `{'a': 1}`) → a custom formatter;
+//! * globals `raise_exception(msg)`, `strftime_now(fmt)`, `namespace`, `dict`;
+//! * `{% generation %}…{% endgeneration %}` (assistant masks) → the tags are removed;
+//! * the render variables: `messages` (keys whose value is null removed, reasoning fields
+//!   aliased as `thinking` and `reasoning_content`), `tools`, `documents`,
+//!   `add_generation_prompt`, the tokenizer's named special tokens, then the request's extra
+//!   template arguments (which win);
+//! * `continue_final_message`: a marker is appended to the final message, the output is cut at
+//!   the marker (and right-trimmed when the template trimmed the marker's trailing space).
+
+use std::collections::BTreeMap;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use minijinja::value::{Kwargs, Value as JValue};
+use minijinja::{Environment, Error as JError, ErrorKind};
+use serde_json::{Map, Value};
+
+use super::pyjson;
+
+const TEMPLATE_NAME: &str = "chat";
+const CONTINUE_TAG: &str = "CONTINUE_FINAL_MESSAGE_TAG ";
+const REASONING_FIELDS: [&str; 3] = ["reasoning_content", "thinking", "reasoning"];
+
+/// A compiled chat template.
+pub struct ChatTemplate {
+    env: Environment<'static>,
+    source: String,
+}
+
+impl std::fmt::Debug for ChatTemplate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChatTemplate").field("bytes", &self.source.len()).finish()
+    }
+}
+
+/// What one render needs.
+#[derive(Clone, Copy, Debug)]
+pub struct RenderArgs<'a> {
+    /// The conversation: an array of message objects.
+    pub messages: &'a [Value],
+    pub tools: Option<&'a Value>,
+    pub documents: Option<&'a Value>,
+    pub add_generation_prompt: bool,
+    pub continue_final_message: bool,
+    /// The tokenizer's named special tokens (`bos_token`, `eos_token`, …).
+    pub special_tokens: &'a BTreeMap<String, String>,
+    /// Extra template variables from the request (`chat_template_args` / `_kwargs`).
+    pub extra: Option<&'a Map<String, Value>>,
+    /// The time `strftime_now` reports (seconds since the epoch); `None` for the real clock.
+    pub now: Option<u64>,
+}
+
+/// Why a render failed; the message is meant for the client (a 400).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RenderError(pub String);
+
+impl std::fmt::Display for RenderError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Remove `{% generation %}` / `{% endgeneration %}` tags (with their whitespace control).
+fn strip_generation_tags(source: &str) -> String {
+    let mut out = String::with_capacity(source.len());
+    let mut rest = source;
+    while let Some(start) = rest.find("{%") {
+        let Some(len) = rest[start..].find("%}") else { break };
+        let tag = &rest[start..start + len + 2];
+        let inner =
+            tag.trim_start_matches("{%").trim_end_matches("%}").trim_matches(|c: char| c == '-' || c.is_whitespace());
+        out.push_str(&rest[..start]);
+        if inner != "generation" && inner != "endgeneration" {
+            out.push_str(tag);
+        }
+        rest = &rest[start + len + 2..];
+    }
+    out.push_str(rest);
+    out
+}
+
+fn to_json(v: &JValue) -> Result<Value, JError> {
+    serde_json::to_value(v).map_err(|e| JError::new(ErrorKind::InvalidOperation, format!("not JSON-like: {e}")))
+}
+
+/// The `tojson` filter: Python's `json.dumps` with transformers' defaults.
+fn tojson(value: &JValue, kwargs: Kwargs) -> Result<JValue, JError> {
+    let mut opts = pyjson::DumpOptions::default();
+    if let Some(indent) = kwargs.get::<Option<JValue>>("indent")? {
+        opts.indent = if let Some(n) = indent.as_i64() {
+            Some(" ".repeat(n.max(0) as usize))
+        } else {
+            indent.as_str().map(str::to_string)
+        };
+    }
+    if let Some(seps) = kwargs.get::<Option<JValue>>("separators")? {
+        let parts: Vec<String> = seps.try_iter()?.map(|p| p.as_str().unwrap_or("").to_string()).collect();
+        if let [a, b] = parts.as_slice() {
+            opts.separators = Some((a.clone(), b.clone()));
+        }
+    }
+    opts.sort_keys = kwargs.get::<Option<bool>>("sort_keys")?.unwrap_or(false);
+    opts.ensure_ascii = kwargs.get::<Option<bool>>("ensure_ascii")?.unwrap_or(false);
+    kwargs.assert_all_used()?;
+    Ok(JValue::from(pyjson::dumps(&to_json(value)?, &opts)))
+}
+
+fn raise_exception(message: String) -> Result<JValue, JError> {
+    Err(JError::new(ErrorKind::InvalidOperation, message))
+}
+
+impl ChatTemplate {
+    /// Compile `source`; a syntax error is reported with its line.
+    pub fn compile(source: &str) -> Result<ChatTemplate, String> {
+        let mut env = Environment::new();
+        let syntax = minijinja::syntax::SyntaxConfig::builder()
+            .trim_blocks(true)
+            .lstrip_blocks(true)
+            .keep_trailing_newline(false)
+            .build()
+            .map_err(|e| e.to_string())?;
+        env.set_syntax(syntax);
+        env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+        env.add_filter("tojson", tojson);
+        env.add_function("raise_exception", raise_exception);
+        // `{{ value }}` prints Python's str(): strings as they are, the rest as repr.
+        env.set_formatter(|out, _state, value| {
+            if value.is_undefined() {
+                return Ok(());
+            }
+            if let Some(s) = value.as_str() {
+                return out.write_str(s).map_err(JError::from);
+            }
+            let mut text = String::new();
+            pyjson::to_str(&mut text, &to_json(value)?);
+            out.write_str(&text).map_err(JError::from)
+        });
+        let cleaned = strip_generation_tags(source);
+        env.add_template_owned(TEMPLATE_NAME, cleaned.clone()).map_err(|e| e.to_string())?;
+        Ok(ChatTemplate { env, source: cleaned })
+    }
+
+    /// Render a conversation to the prompt text.
+    pub fn render(&self, args: &RenderArgs<'_>) -> Result<String, RenderError> {
+        if args.messages.is_empty() {
+            return Err(RenderError(
+                "Cannot apply chat template to an empty conversation. Provide at least one message.".into(),
+            ));
+        }
+        if args.continue_final_message && args.add_generation_prompt {
+            return Err(RenderError(
+                "continue_final_message and add_generation_prompt are not compatible. Use continue_final_message \
+                 when you want the model to continue the final message, and add_generation_prompt when you want to \
+                 add a header that will prompt it to start a new assistant message instead."
+                    .into(),
+            ));
+        }
+        let mut messages: Vec<Value> = args.messages.iter().map(prepare_message).collect::<Result<_, _>>()?;
+        let final_text = if args.continue_final_message { Some(self.tag_final_message(&mut messages)?) } else { None };
+
+        let mut ctx = Map::new();
+        for (k, v) in args.special_tokens {
+            ctx.insert(k.clone(), Value::String(v.clone()));
+        }
+        if let Some(extra) = args.extra {
+            for (k, v) in extra {
+                ctx.insert(k.clone(), v.clone());
+            }
+        }
+        ctx.insert("messages".into(), Value::Array(messages));
+        ctx.insert("tools".into(), args.tools.cloned().unwrap_or(Value::Null));
+        ctx.insert("documents".into(), args.documents.cloned().unwrap_or(Value::Null));
+        ctx.insert("add_generation_prompt".into(), Value::Bool(args.add_generation_prompt));
+
+        let now =
+            args.now.unwrap_or_else(|| SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0));
+        let strftime_now =
+            JValue::from_function(move |fmt: String| -> Result<String, JError> { Ok(strftime(&fmt, now)) });
+        let env_ctx =
+            minijinja::context! { strftime_now => strftime_now, ..JValue::from(minijinja::value::Serde(&ctx)) };
+        let tmpl = self.env.get_template(TEMPLATE_NAME).map_err(|e| RenderError(e.to_string()))?;
+        let rendered = tmpl.render(env_ctx).map_err(|e| RenderError(render_error_text(&e)))?;
+        match final_text {
+            None => Ok(rendered),
+            Some(final_text) => cut_at_tag(rendered, &final_text),
+        }
+    }
+
+    /// Append the continuation marker to the final message's text; returns that text.
+    fn tag_final_message(&self, messages: &mut [Value]) -> Result<String, RenderError> {
+        let last = messages
+            .last_mut()
+            .and_then(Value::as_object_mut)
+            .ok_or_else(|| RenderError("continue_final_message is set but the conversation is empty!".into()))?;
+        let Some(content) = last.get_mut("content") else {
+            return Err(RenderError(
+                "continue_final_message is set but the final message has no \"content\" to continue!".into(),
+            ));
+        };
+        if !self.source.contains("content") {
+            return Err(RenderError(
+                "continue_final_message is set to \"content\" but this is not an accepted field in the chat_template"
+                    .into(),
+            ));
+        }
+        match content {
+            Value::String(s) => {
+                let text = s.clone();
+                s.push_str(CONTINUE_TAG);
+                Ok(text)
+            }
+            Value::Array(parts) => {
+                for part in parts.iter_mut().rev() {
+                    if let Some(Value::String(t)) = part.get_mut("text") {
+                        let text = t.clone();
+                        t.push_str(CONTINUE_TAG);
+                        return Ok(text);
+                    }
+                }
+                Err(RenderError(
+                    "continue_final_message is set but we could not find any text to continue in the final message!"
+                        .into(),
+                ))
+            }
+            _ => Err(RenderError("continue_final_message needs text content in the final message".into())),
+        }
+    }
+}
+
+fn cut_at_tag(rendered: String, final_text: &str) -> Result<String, RenderError> {
+    let tag = CONTINUE_TAG.trim();
+    if !rendered.contains(final_text.trim()) || !rendered.contains(tag) {
+        return Err(RenderError(
+            "continue_final_message is set but the final message does not appear in the chat after applying the \
+             chat template!"
+                .into(),
+        ));
+    }
+    let loc = rendered.rfind(tag).unwrap_or(0);
+    if rendered[loc..].starts_with(CONTINUE_TAG) {
+        Ok(rendered[..loc].to_string())
+    } else {
+        Ok(rendered[..loc].trim_end().to_string())
+    }
+}
+
+/// A message as transformers hands it to the template: null-valued keys dropped, reasoning
+/// aliased under `thinking` (first) and `reasoning_content`.
+fn prepare_message(m: &Value) -> Result<Value, RenderError> {
+    let Some(obj) = m.as_object() else {
+        return Err(RenderError(format!("Chat messages should be dicts, but got {m}")));
+    };
+    let mut out = Map::with_capacity(obj.len() + 2);
+    let reasoning = REASONING_FIELDS.iter().find_map(|k| obj.get(*k).filter(|v| !v.is_null())).cloned();
+    if let Some(r) = &reasoning {
+        out.insert("thinking".into(), r.clone());
+    }
+    for (k, v) in obj {
+        if !v.is_null() {
+            out.insert(k.clone(), v.clone());
+        }
+    }
+    if let Some(r) = reasoning {
+        out.insert("reasoning_content".into(), r);
+    }
+    Ok(Value::Object(out))
+}
+
+/// `raise_exception` messages come through as they are; other errors with their detail.
+fn render_error_text(e: &JError) -> String {
+    match e.kind() {
+        ErrorKind::InvalidOperation => e.detail().map(str::to_string).unwrap_or_else(|| e.to_string()),
+        _ => e.to_string(),
+    }
+}
+
+/// The subset of C `strftime` that chat templates use (`%d %b %Y` and friends), in UTC.
+pub fn strftime(fmt: &str, secs: u64) -> String {
+    const DAYS: [&str; 7] = ["Thursday", "Friday", "Saturday", "Sunday", "Monday", "Tuesday", "Wednesday"];
+    const MONTHS: [&str; 12] = [
+        "January",
+        "February",
+        "March",
+        "April",
+        "May",
+        "June",
+        "July",
+        "August",
+        "September",
+        "October",
+        "November",
+        "December",
+    ];
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let (y, m, d) = crate::http1::response::civil_from_days(days);
+    let (hh, mm, ss) = (rem / 3600, (rem % 3600) / 60, rem % 60);
+    let month = MONTHS[(m - 1) as usize];
+    let wday = DAYS[(days % 7) as usize];
+    let mut out = String::with_capacity(fmt.len() + 16);
+    let mut chars = fmt.chars();
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('d') => out.push_str(&format!("{d:02}")),
+            Some('-') => match chars.next() {
+                Some('d') => out.push_str(&d.to_string()),
+                Some('m') => out.push_str(&m.to_string()),
+                Some(o) => out.push_str(&format!("%-{o}")),
+                None => out.push_str("%-"),
+            },
+            Some('m') => out.push_str(&format!("{m:02}")),
+            Some('Y') => out.push_str(&y.to_string()),
+            Some('y') => out.push_str(&format!("{:02}", y % 100)),
+            Some('b') | Some('h') => out.push_str(&month[..3]),
+            Some('B') => out.push_str(month),
+            Some('a') => out.push_str(&wday[..3]),
+            Some('A') => out.push_str(wday),
+            Some('H') => out.push_str(&format!("{hh:02}")),
+            Some('M') => out.push_str(&format!("{mm:02}")),
+            Some('S') => out.push_str(&format!("{ss:02}")),
+            Some('%') => out.push('%'),
+            Some(o) => {
+                out.push('%');
+                out.push(o);
+            }
+            None => out.push('%'),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn render(src: &str, msgs: Value) -> Result<String, RenderError> {
+        let t = ChatTemplate::compile(src).unwrap();
+        let msgs = msgs.as_array().unwrap().clone();
+        let special = BTreeMap::from([("bos_token".to_string(), "<s>".to_string())]);
+        t.render(&RenderArgs {
+            messages: &msgs,
+            tools: None,
+            documents: None,
+            add_generation_prompt: true,
+            continue_final_message: false,
+            special_tokens: &special,
+            extra: None,
+            now: Some(1_721_952_000),
+        })
+    }
+
+    #[test]
+    fn python_flavoured_output() {
+        let out = render(
+            "{{ bos_token }}{% for m in messages %}{{ m.role.upper() }}:{{ m.content.strip() }}|{{ m.meta }}|{{ m.meta | tojson }}\n{% endfor %}{{ strftime_now('%d %b %Y') }}",
+            serde_json::json!([{"role": "user", "content": "  hi  ", "meta": {"a": true, "b": null, "c": 1.0}}]),
+        )
+        .unwrap();
+        assert_eq!(
+            out,
+            "<s>USER:hi|{'a': True, 'b': None, 'c': 1.0}|{\"a\": true, \"b\": null, \"c\": 1.0}\n26 Jul 2024"
+        );
+    }
+
+    #[test]
+    fn raise_exception_message_reaches_the_caller() {
+        let e =
+            render("{{ raise_exception('Conversation roles must alternate') }}", serde_json::json!([{"role": "user"}]))
+                .unwrap_err();
+        assert_eq!(e.0, "Conversation roles must alternate");
+    }
+
+    #[test]
+    fn generation_tags_are_removed() {
+        assert_eq!(strip_generation_tags("a{% generation %}b{%- endgeneration -%}c"), "abc");
+    }
+}

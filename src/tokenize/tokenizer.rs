@@ -1,0 +1,94 @@
+//! One tokenizer instance: encode text to ids, decode ids to text.
+//!
+//! Wraps the `tokenizers` crate's read-only pipeline tokenizer. Its encode path keeps scratch
+//! buffers in a pool behind mutexes, so an instance must not be shared across shards: each
+//! shard builds its own from [`super::model::ModelFiles::tokenizer`], and the locks are then
+//! never contended.
+//!
+//! Prompts are encoded the way Dynamo's frontend does it after rendering the chat template:
+//! without the post-processor's special tokens (the template already wrote BOS where the
+//! model wants one), with special tokens in the text matched to their ids.
+
+use tokenizers::pipeline::{EncodeOptions, PipelineToken, PipelineTokenizer};
+
+/// A tokenizer instance.
+pub struct Tokenizer {
+    inner: PipelineTokenizer,
+    plain: EncodeOptions,
+    with_specials: EncodeOptions,
+}
+
+impl std::fmt::Debug for Tokenizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Tokenizer")
+    }
+}
+
+impl Tokenizer {
+    /// Rewrite a `tokenizer.json` of any supported version into the canonical form.
+    pub fn canonical_json(raw: &str) -> Result<String, String> {
+        // Already canonical files load as they are; older ones are converted first.
+        if tokenizers::from_json(raw).is_ok() {
+            return Ok(raw.to_string());
+        }
+        tokenizers::canonicalize_str(raw).map_err(|e| format!("cannot read tokenizer.json: {e}"))
+    }
+
+    /// Build from canonical JSON (see [`Tokenizer::canonical_json`]).
+    pub fn from_canonical_json(json: &str) -> Result<Tokenizer, String> {
+        let inner = tokenizers::from_json(json).map_err(|e| format!("cannot build the tokenizer: {e}"))?;
+        Ok(Tokenizer { inner, plain: EncodeOptions::no_specials(), with_specials: EncodeOptions::default() })
+    }
+
+    /// Build from a `tokenizer.json` file of any supported version.
+    pub fn from_file(path: impl AsRef<std::path::Path>) -> Result<Tokenizer, String> {
+        let raw = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
+        Self::from_canonical_json(&Self::canonical_json(&raw)?)
+    }
+
+    /// Append the ids of `text` to `out`. With `add_special_tokens` the post-processor's
+    /// tokens (e.g. a BOS) are added as `tokenizer.encode(text)` would.
+    pub fn encode_into(&self, text: &str, add_special_tokens: bool, out: &mut Vec<u32>) -> Result<(), String> {
+        let opts = if add_special_tokens { &self.with_specials } else { &self.plain };
+        let mut toks = Vec::with_capacity(text.len() / 3 + 8);
+        self.inner.encode_into(text, opts, &mut toks).map_err(|e| format!("tokenization failed: {e}"))?;
+        out.extend_from_slice(PipelineToken::cast_slice(&toks));
+        Ok(())
+    }
+
+    /// The ids of `text`, without added special tokens.
+    pub fn encode(&self, text: &str) -> Result<Vec<u32>, String> {
+        let mut out = Vec::new();
+        self.encode_into(text, false, &mut out)?;
+        Ok(out)
+    }
+
+    /// Decode `ids` to text; invalid UTF-8 at the edges becomes U+FFFD, as in transformers.
+    pub fn decode(&self, ids: &[u32], skip_special_tokens: bool) -> Result<String, String> {
+        self.inner.decode(ids, skip_special_tokens).map_err(|e| format!("detokenization failed: {e}"))
+    }
+
+    /// The id of a token (added and special tokens included).
+    pub fn token_to_id(&self, token: &str) -> Option<u32> {
+        if let Some(id) = self.inner.get_added_vocabulary().token_to_id(token) {
+            return Some(id);
+        }
+        let mut toks = Vec::new();
+        self.inner.encode_into(token, &self.plain, &mut toks).ok()?;
+        match toks.as_slice() {
+            [one] if self.id_to_token(one.id()).as_deref() == Some(token) => Some(one.id()),
+            _ => None,
+        }
+    }
+
+    /// The token text of an id, as stored in the vocabulary.
+    pub fn id_to_token(&self, id: u32) -> Option<String> {
+        self.inner.get_added_vocabulary().simple_id_to_token(id).or_else(|| self.inner.get_model().id_to_token(id))
+    }
+
+    /// Whether `id` is a special added token (skipped by `skip_special_tokens`).
+    pub fn is_special(&self, id: u32) -> bool {
+        let added = self.inner.get_added_vocabulary();
+        added.simple_id_to_token(id).is_some_and(|t| added.is_special_token(&t))
+    }
+}

@@ -8,10 +8,12 @@
 //! Called by the request path on a shard (render → encode) and by the control side when a
 //! model appears (load). Depends on nothing of the HTTP or routing layers.
 
+pub mod detok;
 pub mod model;
 pub mod offload;
 pub mod preprocess;
 pub mod pyjson;
+pub mod stop;
 pub mod template;
 pub mod tokenizer;
 

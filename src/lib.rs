@@ -23,6 +23,7 @@ pub mod http1;
 pub mod log;
 pub mod metrics;
 pub mod openai;
+pub mod plane;
 pub mod registry;
 pub mod service;
 pub mod shard;

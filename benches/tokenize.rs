@@ -14,6 +14,11 @@ use std::hint::black_box;
 use switchyard::tokenize::offload::Offload;
 use switchyard::tokenize::{ModelFiles, RenderArgs, Tokenizer};
 
+// The same allocator as the switchyard binary, so frees of large buffers cost what they cost
+// in the server (the system allocator unmaps them, which can stall on a TLB shootdown).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn model(name: &str) -> Arc<ModelFiles> {
     let base = std::env::var("SWITCHYARD_MODELS")
         .unwrap_or_else(|_| format!("{}/.cache/switchyard-models", std::env::var("HOME").unwrap()));

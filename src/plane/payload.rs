@@ -1,0 +1,475 @@
+//! Serde types of what travels inside the two-part messages, and the msgpack / JSON codec.
+//!
+//! Encoding rules (spec §7.1, verified against `captures/wire_types.txt` and the copied
+//! frames): msgpack **maps keyed by serde field name** (`rmp_serde::to_vec_named`), smallest
+//! integer encodings, `f32` sampling floats as msgpack float32, `nil` for `None` on fields
+//! that are always serialized, absent keys for skip-if-none fields. Key order is the field
+//! order below, which is the order 1.6.1 writes. With `payload_codec: json` the same
+//! structures are compact JSON.
+//!
+//! Decoding is tolerant: unknown keys are ignored and missing keys take their default, since
+//! Python workers send only what they yield (`{"token_ids":[603]}`).
+//!
+//! | type | where | header / body |
+//! |---|---|---|
+//! | [`RequestControlMessage`] | request payload header | JSON always; `connection_info.info` is a JSON string holding [`TcpStreamInfo`] |
+//! | [`PreprocessedRequest`] | request payload body (`model_input = Tokens`) | codec |
+//! | [`CallHomeHandshake`] | response stream frame 1 | JSON header |
+//! | [`StreamPrologue`] | response stream frame 2 | JSON header |
+//! | [`ResponseEnvelope`]`<`[`Annotated`]`<`[`LLMEngineOutput`]`>>` | data frames, `complete_final` | codec body |
+//! | [`ControlMessage`] | `"sentinel"` (worker → FE), `"kill"` / `"stop"` (FE → worker) | JSON header |
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use super::PlaneError;
+
+/// The request-plane payload codec (`payload_codec`, the worker's `request_plane_codec`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Codec {
+    #[default]
+    Msgpack,
+    Json,
+}
+
+impl Codec {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Codec::Msgpack => "msgpack",
+            Codec::Json => "json",
+        }
+    }
+
+    /// Parse the advertised codec name (`msgpack`, `json`).
+    pub fn from_name(name: &str) -> Option<Codec> {
+        match name {
+            "msgpack" => Some(Codec::Msgpack),
+            "json" => Some(Codec::Json),
+            _ => None,
+        }
+    }
+
+    /// Encode a value: msgpack map with field names, or compact JSON.
+    pub fn encode<T: Serialize + ?Sized>(self, value: &T) -> Result<Vec<u8>, PlaneError> {
+        match self {
+            Codec::Msgpack => rmp_serde::to_vec_named(value).map_err(|e| PlaneError::codec("msgpack body", e)),
+            Codec::Json => serde_json::to_vec(value).map_err(|e| PlaneError::codec("json body", e)),
+        }
+    }
+
+    /// Decode a value; the whole input must be consumed.
+    pub fn decode<T: DeserializeOwned>(self, bytes: &[u8]) -> Result<T, PlaneError> {
+        match self {
+            Codec::Msgpack => {
+                let mut de = rmp_serde::Deserializer::new(bytes);
+                let v = T::deserialize(&mut de).map_err(|e| PlaneError::codec("msgpack body", e))?;
+                let rest = de.into_inner();
+                if !rest.is_empty() {
+                    return Err(PlaneError::codec("msgpack body", format!("{} trailing bytes", rest.len())));
+                }
+                Ok(v)
+            }
+            Codec::Json => serde_json::from_slice(bytes).map_err(|e| PlaneError::codec("json body", e)),
+        }
+    }
+}
+
+// ---------------------------------------------------------------- request control message
+
+/// `request_type` of the control message.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RequestType {
+    #[default]
+    SingleIn,
+    ManyIn,
+}
+
+/// `response_type` of the control message.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ResponseType {
+    SingleOut,
+    #[default]
+    ManyOut,
+}
+
+/// `connection_info`: transport name and a **JSON string** with the transport details.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConnectionInfo {
+    /// `tcp_server` on 1.6.1.
+    pub transport: String,
+    /// Double-encoded JSON; for `tcp_server` a [`TcpStreamInfo`].
+    pub info: String,
+}
+
+impl ConnectionInfo {
+    /// `{"transport":"tcp_server","info":"<TcpStreamInfo as JSON>"}`.
+    pub fn tcp_server(info: &TcpStreamInfo) -> Result<Self, PlaneError> {
+        let info = serde_json::to_string(info).map_err(|e| PlaneError::codec("connection_info.info", e))?;
+        Ok(ConnectionInfo { transport: "tcp_server".to_owned(), info })
+    }
+
+    /// Decode the inner `info` string.
+    pub fn tcp_info(&self) -> Result<TcpStreamInfo, PlaneError> {
+        serde_json::from_str(&self.info).map_err(|e| PlaneError::codec("connection_info.info", e))
+    }
+}
+
+/// `response` (the call-home stream) or `request`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StreamType {
+    Request,
+    #[default]
+    Response,
+}
+
+/// The inner JSON of `connection_info.info`: where the worker must call back.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TcpStreamInfo {
+    /// Frontend response-stream listener `host:port`.
+    pub address: String,
+    /// Fresh UUID per request and per attempt; echoed in the handshake.
+    pub subject: String,
+    /// The request id.
+    pub context: String,
+    pub stream_type: StreamType,
+}
+
+/// The JSON header of a request payload.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RequestControlMessage {
+    /// Request UUID (= `request-id` header = response-stream `context`).
+    pub id: String,
+    pub request_type: RequestType,
+    pub response_type: ResponseType,
+    pub payload_codec: Codec,
+    pub connection_info: ConnectionInfo,
+    /// [S] exists, omitted by 1.6.1 (the send timestamp travels in a header instead).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frontend_send_ts_ns: Option<u64>,
+    /// [S] for streamed requests; omitted when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_stream_connection_info: Option<serde_json::Value>,
+}
+
+impl RequestControlMessage {
+    /// The control message 1.6.1 sends for a unary-in / streaming-out request.
+    pub fn single_in_many_out(id: &str, codec: Codec, info: &TcpStreamInfo) -> Result<Self, PlaneError> {
+        Ok(RequestControlMessage {
+            id: id.to_owned(),
+            request_type: RequestType::SingleIn,
+            response_type: ResponseType::ManyOut,
+            payload_codec: codec,
+            connection_info: ConnectionInfo::tcp_server(info)?,
+            frontend_send_ts_ns: None,
+            request_stream_connection_info: None,
+        })
+    }
+
+    /// Compact JSON, as on the wire.
+    pub fn to_json(&self) -> Result<Vec<u8>, PlaneError> {
+        serde_json::to_vec(self).map_err(|e| PlaneError::codec("control message", e))
+    }
+
+    pub fn from_json(bytes: &[u8]) -> Result<Self, PlaneError> {
+        serde_json::from_slice(bytes).map_err(|e| PlaneError::codec("control message", e))
+    }
+}
+
+// ---------------------------------------------------------------- PreprocessedRequest
+
+/// The request body for `model_input = Tokens` (spec §7.2). Every key here was seen on the
+/// wire; all ten top-level keys are always sent by 1.6.1.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PreprocessedRequest {
+    /// Card `display_name`.
+    pub model: String,
+    /// Prompt tokens after template + tokenization.
+    pub token_ids: Vec<u32>,
+    pub stop_conditions: StopConditions,
+    pub sampling_options: SamplingOptions,
+    pub output_options: OutputOptions,
+    pub eos_token_ids: Vec<u32>,
+    pub mdc_sum: Option<String>,
+    pub annotations: Vec<String>,
+    /// `{}` when there are no hints (what 1.6.1 sends); omitted when `None`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub routing: Option<RoutingHints>,
+    /// Always present, `nil` in every capture.
+    pub router_config_override: Option<serde_json::Value>,
+}
+
+/// `stop_conditions`: every key always serialized.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct StopConditions {
+    pub max_tokens: Option<u32>,
+    pub stop: Option<Vec<String>>,
+    pub stop_token_ids: Option<Vec<u32>>,
+    pub stop_token_ids_visible: Option<Vec<u32>>,
+    /// = `eos_token_ids` unless `ignore_eos`.
+    pub stop_token_ids_hidden: Option<Vec<u32>>,
+    pub min_tokens: Option<u32>,
+    pub ignore_eos: Option<bool>,
+    pub max_thinking_tokens: Option<u32>,
+}
+
+/// `sampling_options`: every key always serialized; floats are f32 (msgpack float32).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SamplingOptions {
+    pub n: Option<u8>,
+    pub best_of: Option<u8>,
+    pub presence_penalty: Option<f32>,
+    pub frequency_penalty: Option<f32>,
+    pub repetition_penalty: Option<f32>,
+    pub temperature: Option<f32>,
+    pub top_p: Option<f32>,
+    pub top_k: Option<i32>,
+    pub min_p: Option<f32>,
+    pub use_beam_search: Option<bool>,
+    pub length_penalty: Option<f32>,
+    pub seed: Option<i64>,
+    pub include_stop_str_in_output: Option<bool>,
+    /// `{json|regex|choice|grammar, backend?, whitespace_pattern?, structural_tag?}` [S];
+    /// kept as a JSON value because only `nil` was observed.
+    pub guided_decoding: Option<serde_json::Value>,
+}
+
+/// `output_options`: every key always serialized.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct OutputOptions {
+    pub logprobs: Option<u32>,
+    pub prompt_logprobs: Option<u32>,
+    pub skip_special_tokens: Option<bool>,
+    pub formatted_prompt: Option<bool>,
+    pub return_tokens_as_token_ids: Option<bool>,
+}
+
+/// `routing`: every key skip-if-none, so the empty hints are `{}` [O]. Key names are [S];
+/// keys whose type is not known are kept as JSON values.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RoutingHints {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backend_instance_id: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prefill_worker_id: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decode_worker_id: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dp_rank: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prefill_dp_rank: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expected_output_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lora_name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache_salt: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub priority_jump: Option<serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub strict_priority: Option<serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub priority: Option<serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allowed_worker_ids: Option<Vec<u64>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub routing_constraints: Option<serde_json::Value>,
+}
+
+// ---------------------------------------------------------------- response stream payloads
+
+/// Response-stream frame 1 (JSON header): `{"subject":"<uuid>","stream_type":"response"}`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallHomeHandshake {
+    pub subject: String,
+    pub stream_type: StreamType,
+}
+
+/// Response-stream frame 2 (JSON header): `{"error":null}` or `{"error":"<text>"}`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StreamPrologue {
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+/// Header-only control words on the response socket, JSON strings: the worker ends with
+/// `"sentinel"`; the frontend may send `"kill"` (seen) or `"stop"` ([S]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ControlMessage {
+    Stop,
+    Kill,
+    Sentinel,
+}
+
+impl ControlMessage {
+    /// The JSON header bytes (`"kill"`, ...).
+    pub fn as_json(self) -> &'static [u8] {
+        match self {
+            ControlMessage::Stop => b"\"stop\"",
+            ControlMessage::Kill => b"\"kill\"",
+            ControlMessage::Sentinel => b"\"sentinel\"",
+        }
+    }
+
+    pub fn from_json(bytes: &[u8]) -> Result<Self, PlaneError> {
+        serde_json::from_slice(bytes).map_err(|e| PlaneError::codec("control word", e))
+    }
+}
+
+/// Dynamo's `NetworkStreamWrapper`: `{"data": <item>, "complete_final": false}` per item,
+/// `{"complete_final": true}` (no `data`) at the end.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ResponseEnvelope<T> {
+    #[serde(default = "none", skip_serializing_if = "Option::is_none")]
+    pub data: Option<T>,
+    pub complete_final: bool,
+}
+
+fn none<T>() -> Option<T> {
+    None
+}
+
+impl<T> ResponseEnvelope<T> {
+    pub fn item(data: T) -> Self {
+        ResponseEnvelope { data: Some(data), complete_final: false }
+    }
+    pub fn complete_final() -> Self {
+        ResponseEnvelope { data: None, complete_final: true }
+    }
+}
+
+/// `Annotated<T>`: one engine output plus optional SSE-style annotations; an error item is
+/// `{"event":"error","error":{...}}`. Every key is skip-if-none.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Annotated<T> {
+    #[serde(default = "none", skip_serializing_if = "Option::is_none")]
+    pub data: Option<T>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comment: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<DynamoError>,
+}
+
+impl<T> Annotated<T> {
+    pub fn from_data(data: T) -> Self {
+        Annotated { data: Some(data), id: None, event: None, comment: None, error: None }
+    }
+
+    /// Whether this is an error item (`event: "error"` or an `error` object).
+    pub fn is_error(&self) -> bool {
+        self.error.is_some() || self.event.as_deref() == Some("error")
+    }
+}
+
+/// Dynamo's error object carried by an error item (spec §6.5). `diagnostic` is for
+/// operators only and must not reach clients.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DynamoError {
+    /// Legacy class: a name string or `{"Backend": "<sub-kind>"}`.
+    pub error_type: serde_json::Value,
+    /// Canonical class: `InvalidRequest`, `Unavailable`, `Internal`, ...
+    #[serde(rename = "class")]
+    pub class: Option<String>,
+    /// Catalog key such as `backend.invalid_argument`.
+    pub reason: Option<String>,
+    pub message: String,
+    pub diagnostic: Option<String>,
+}
+
+/// `output_type` of an engine output.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OutputType {
+    #[default]
+    Text,
+    Image,
+    Video,
+    Audio,
+}
+
+/// `finish_reason`: a string, or `{"error": "<msg>"}` (externally tagged).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FinishReason {
+    Eos,
+    Stop,
+    Length,
+    #[serde(alias = "abort")]
+    Cancelled,
+    ContentFilter,
+    Error(String),
+}
+
+/// One alternative of `top_logprobs`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct TopLogprob {
+    pub rank: u32,
+    pub token_id: u32,
+    /// Null from workers; the frontend fills the text.
+    pub token: Option<String>,
+    pub logprob: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<Vec<u8>>,
+}
+
+/// `completion_usage` (the mocker sends it on the first and the last item).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CompletionUsage {
+    pub prompt_tokens: u32,
+    pub completion_tokens: u32,
+    pub total_tokens: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompt_tokens_details: Option<PromptTokensDetails>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub completion_tokens_details: Option<serde_json::Value>,
+}
+
+/// `prompt_tokens_details`: both keys always serialized by the mocker.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PromptTokensDetails {
+    pub audio_tokens: Option<u32>,
+    pub cached_tokens: Option<u32>,
+}
+
+/// `LLMEngineOutput` (spec §7.3), the `data` of an item for `model_input = Tokens`.
+/// The first nine keys are always serialized (the mocker sends them with `nil`); the rest
+/// are skip-if-none.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct LLMEngineOutput {
+    pub token_ids: Vec<u32>,
+    pub tokens: Option<Vec<Option<String>>>,
+    pub text: Option<String>,
+    pub output_type: OutputType,
+    pub cum_log_probs: Option<f64>,
+    pub log_probs: Option<Vec<f64>>,
+    pub top_logprobs: Option<Vec<Vec<TopLogprob>>>,
+    pub finish_reason: Option<FinishReason>,
+    pub index: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub completion_usage: Option<CompletionUsage>,
+    /// Which stop string / token fired [S].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stop_reason: Option<serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disaggregated_params: Option<serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub extra_args: Option<serde_json::Value>,
+}

@@ -8,6 +8,9 @@
 //! | [`shard`] | pinned shard threads, their monoio runtimes, listeners, inboxes, shutdown gates | shards |
 //! | [`http1`] | HTTP/1.1 parsing, framing, responses, the connection loop (parsers do no I/O) | shards |
 //! | [`service`] | the route table, ops routes (`/health`, `/live`, `/metrics`, `/v1/models`, `/openapi.json`), inference routes | shards |
+//! | [`openai`] | OpenAI request types; Dynamo's validation order and messages | shards |
+//! | [`tokenize`] | model files, HF-exact chat templates, tokenizer, detokenizer, stop handling | shards (+ helper thread for long prompts) |
+//! | [`plane`] | Dynamo's TCP request plane wire formats: frames, acks, response stream, payloads (no I/O) | shards |
 //! | [`metrics`] | per-shard collectors, merged at scrape time; Prometheus text | shards |
 //! | [`registry`] | the immutable snapshot of served models and instances handed to shards | built off-shard, read on shards |
 //! | [`error`] | the one error type: kind, side, retry; status mapping in one place | everywhere |

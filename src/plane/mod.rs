@@ -39,7 +39,7 @@ pub use stream::{
     StreamEvent,
 };
 
-/// `DYN_TCP_MAX_MESSAGE_SIZE` default: 32 MiB ([S] in the spec, appendix A).
+/// `DYN_TCP_MAX_MESSAGE_SIZE` default: 32 MiB (\[S\] in the spec, appendix A).
 pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 32 * 1024 * 1024;
 
 /// Result of feeding bytes to a decoder: a whole frame, or "need more bytes".

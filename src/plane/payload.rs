@@ -147,10 +147,10 @@ pub struct RequestControlMessage {
     pub response_type: ResponseType,
     pub payload_codec: Codec,
     pub connection_info: ConnectionInfo,
-    /// [S] exists, omitted by 1.6.1 (the send timestamp travels in a header instead).
+    /// \[S\] exists, omitted by 1.6.1 (the send timestamp travels in a header instead).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub frontend_send_ts_ns: Option<u64>,
-    /// [S] for streamed requests; omitted when unset.
+    /// \[S\] for streamed requests; omitted when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_stream_connection_info: Option<serde_json::Value>,
 }
@@ -235,7 +235,7 @@ pub struct SamplingOptions {
     pub length_penalty: Option<f32>,
     pub seed: Option<i64>,
     pub include_stop_str_in_output: Option<bool>,
-    /// `{json|regex|choice|grammar, backend?, whitespace_pattern?, structural_tag?}` [S];
+    /// `{json|regex|choice|grammar, backend?, whitespace_pattern?, structural_tag?}` \[S\];
     /// kept as a JSON value because only `nil` was observed.
     pub guided_decoding: Option<serde_json::Value>,
 }
@@ -251,7 +251,7 @@ pub struct OutputOptions {
     pub return_tokens_as_token_ids: Option<bool>,
 }
 
-/// `routing`: every key skip-if-none, so the empty hints are `{}` [O]. Key names are [S];
+/// `routing`: every key skip-if-none, so the empty hints are `{}` \[O\]. Key names are \[S\];
 /// keys whose type is not known are kept as JSON values.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -301,7 +301,7 @@ pub struct StreamPrologue {
 }
 
 /// Header-only control words on the response socket, JSON strings: the worker ends with
-/// `"sentinel"`; the frontend may send `"kill"` (seen) or `"stop"` ([S]).
+/// `"sentinel"`; the frontend may send `"kill"` (seen) or `"stop"` (\[S\]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ControlMessage {
@@ -465,7 +465,7 @@ pub struct LLMEngineOutput {
     pub index: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub completion_usage: Option<CompletionUsage>,
-    /// Which stop string / token fired [S].
+    /// Which stop string / token fired \[S\].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stop_reason: Option<serde_json::Value>,
     #[serde(skip_serializing_if = "Option::is_none")]

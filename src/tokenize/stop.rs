@@ -2,7 +2,7 @@
 //! token ids, the model's hidden EOS ids, `ignore_eos`, `min_tokens`, `max_tokens`.
 //!
 //! [`PostProcessor`] is what a request's response loop drives: it owns a
-//! [`Detokenizer`](super::detok::Detokenizer) and a [`StopStrings`] matcher, takes the token
+//! [`Detokenizer`] and a [`StopStrings`] matcher, takes the token
 //! ids of each worker frame ([`PostProcessor::on_tokens`]) and the worker's own end of stream
 //! ([`PostProcessor::on_worker_finish`]), and returns the text delta to send, whether (and why)
 //! the sequence is finished, and how many ids count as generated.

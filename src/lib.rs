@@ -13,6 +13,7 @@
 //! | [`plane`] | Dynamo's TCP request plane wire formats: frames, acks, response stream, payloads (no I/O) | shards |
 //! | [`metrics`] | per-shard collectors, merged at scrape time; Prometheus text | shards |
 //! | [`registry`] | the immutable snapshot of served models and instances handed to shards | built off-shard, read on shards |
+//! | [`discovery`] | Dynamo's file discovery store → live instances and model cards → Registry | control thread |
 //! | [`error`] | the one error type: kind, side, retry; status mapping in one place | everywhere |
 //!
 //! A request's way: `shard` accepts → `http1::conn` frames the request → `service::Frontend`
@@ -21,6 +22,7 @@
 //! shutdown). Nothing on the request path takes a lock.
 
 pub mod config;
+pub mod discovery;
 pub mod error;
 pub mod http1;
 pub mod log;
@@ -31,5 +33,6 @@ pub mod registry;
 pub mod service;
 pub mod shard;
 pub mod tokenize;
+pub mod util;
 
 pub use error::{Error, Kind, Side};

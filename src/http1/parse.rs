@@ -389,7 +389,7 @@ impl ChunkedDecoder {
         while i < input.len() && self.state != Done {
             let b = input[i];
             match self.state {
-                Size => match hex_value(b) {
+                Size => match crate::util::hex_digit(b) {
                     Some(d) => {
                         self.size_digits += 1;
                         if self.size_digits > 16 {
@@ -513,14 +513,5 @@ impl ChunkedDecoder {
             return Err(Error::new(Kind::HeadersTooLarge, "trailer section too large"));
         }
         Ok(())
-    }
-}
-
-fn hex_value(b: u8) -> Option<u8> {
-    match b {
-        b'0'..=b'9' => Some(b - b'0'),
-        b'a'..=b'f' => Some(b - b'a' + 10),
-        b'A'..=b'F' => Some(b - b'A' + 10),
-        _ => None,
     }
 }

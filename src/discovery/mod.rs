@@ -1,0 +1,14 @@
+//! Discovery: which workers exist and which models they serve.
+//!
+//! * [`records`]: the record JSON Dynamo 1.6.1 writes (endpoint instances, model cards,
+//!   event channels) and the file-name key encoding; shared by every backend.
+//! * [`file`]: the file backend (`DYN_FILE_KV`): scan → [`file::Snapshot`] →
+//!   [`Registry`](crate::registry::Registry), and the rescan loop [`file::watch`].
+//!
+//! Runs on the control thread (blocking I/O); shards only see the Registry it publishes.
+
+pub mod file;
+pub mod records;
+
+pub use file::{watch, FileStore, PeriodicWake, ServedInstance, Snapshot, WakeSource};
+pub use records::{EndpointRecord, ModelCard, ModelInput, ModelRecord, ModelType};

@@ -1,0 +1,434 @@
+//! Discovery records as Dynamo 1.6.1 stores them (spec §3.1–3.2), and the file-name key
+//! encoding of the file backend.
+//!
+//! The same JSON values are used by the etcd backend (§4), so nothing here knows about files
+//! except [`decode_file_name`] / [`encode_key`] / [`is_temp_file`].
+//!
+//! Every type tolerates unknown fields: Dynamo adds card fields between releases, and a
+//! frontend must not drop a worker because of one it does not know.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+// ---------------------------------------------------------------------------------------------
+// Keys
+// ---------------------------------------------------------------------------------------------
+
+/// Bucket of endpoint instance records (`type: "Endpoint"`).
+pub const BUCKET_INSTANCES: &str = "v1/instances";
+/// Bucket of model card records (`type: "Model"`).
+pub const BUCKET_MDC: &str = "v1/mdc";
+/// Bucket of event-plane publisher records (`type: "EventChannel"`).
+pub const BUCKET_EVENT_CHANNELS: &str = "v1/event_channels";
+
+/// Names starting with this are a writer's temporaries (written, hard-linked, unlinked).
+pub const TEMP_PREFIX: &str = ".tmp_";
+
+/// True for a writer's temporary file, which readers must skip.
+pub fn is_temp_file(file_name: &str) -> bool {
+    file_name.starts_with(TEMP_PREFIX)
+}
+
+/// Decodes a file name into its key: plain percent-decoding (`%2F` → `/`; either hex case).
+///
+/// `None` for a malformed escape (`%` not followed by two hex digits) or a result that is not
+/// UTF-8: such a file cannot be a record key.
+pub fn decode_file_name(file_name: &str) -> Option<String> {
+    let b = file_name.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let hi = crate::util::hex_digit(*b.get(i + 1)?)?;
+            let lo = crate::util::hex_digit(*b.get(i + 2)?)?;
+            out.push(hi << 4 | lo);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+/// Encodes a key the way Dynamo's writers do: every byte outside ASCII `[A-Za-z0-9]` becomes
+/// `%XX` with upper-case hex.
+pub fn encode_key(key: &str) -> String {
+    let mut out = String::with_capacity(key.len() * 3);
+    for &c in key.as_bytes() {
+        if c.is_ascii_alphanumeric() {
+            out.push(c as char);
+        } else {
+            const HEX: &[u8; 16] = b"0123456789ABCDEF";
+            out.push('%');
+            out.push(HEX[usize::from(c >> 4)] as char);
+            out.push(HEX[usize::from(c & 15)] as char);
+        }
+    }
+    out
+}
+
+/// Lower-case hex of an instance id with no zero padding (Rust `{:x}`), as used in keys and
+/// TCP endpoint paths.
+pub fn instance_hex(instance_id: u64) -> String {
+    format!("{instance_id:x}")
+}
+
+/// The key of an endpoint instance or model card: `<ns>/<component>/<endpoint>/<instance hex>`.
+pub fn instance_key(ns: &str, component: &str, endpoint: &str, instance_id: u64) -> String {
+    format!("{ns}/{component}/{endpoint}/{instance_id:x}")
+}
+
+// ---------------------------------------------------------------------------------------------
+// Endpoint instances
+// ---------------------------------------------------------------------------------------------
+
+/// `namespace` / `component` / `endpoint` of a served endpoint.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct EndpointId {
+    pub namespace: String,
+    pub component: String,
+    pub endpoint: String,
+}
+
+impl EndpointId {
+    /// `dyn://namespace.component.endpoint`, as `/health` lists endpoints.
+    pub fn dyn_url(&self) -> String {
+        format!("dyn://{}.{}.{}", self.namespace, self.component, self.endpoint)
+    }
+}
+
+/// An endpoint instance record (`v1/instances`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EndpointRecord {
+    pub namespace: String,
+    pub component: String,
+    pub endpoint: String,
+    pub instance_id: u64,
+    pub transport: Transport,
+    /// Informational; a record without it is accepted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_type: Option<String>,
+    /// `msgpack` (the default when absent) or `json`; see [`EndpointRecord::codec`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_plane_codec: Option<String>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+impl EndpointRecord {
+    pub fn id(&self) -> EndpointId {
+        EndpointId {
+            namespace: self.namespace.clone(),
+            component: self.component.clone(),
+            endpoint: self.endpoint.clone(),
+        }
+    }
+
+    /// The codec to speak on the request plane; `None` for a codec switchyard does not know.
+    pub fn codec(&self) -> Option<Codec> {
+        match self.request_plane_codec.as_deref() {
+            None | Some("msgpack") => Some(Codec::Msgpack),
+            Some("json") => Some(Codec::Json),
+            Some(_) => None,
+        }
+    }
+
+    /// The TCP address and endpoint path, when the instance is on the TCP request plane.
+    pub fn tcp(&self) -> Option<TcpAddress> {
+        TcpAddress::parse(self.transport.tcp.as_deref()?)
+    }
+}
+
+/// Request-plane body codec advertised by a worker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Codec {
+    Msgpack,
+    Json,
+}
+
+/// The externally tagged `transport` of an endpoint record. Only `tcp` is understood; other
+/// variants (NATS, HTTP) are kept in `other`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Transport {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp: Option<String>,
+    #[serde(flatten)]
+    pub other: Map<String, Value>,
+}
+
+/// `"<host>:<port>/<endpoint path>"` split at the first `/`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TcpAddress {
+    /// `host:port` to dial.
+    pub addr: String,
+    /// Endpoint path to put in every request frame, e.g. `2aed21ef7e3e48b7/dynamo/backend/generate`.
+    pub path: String,
+}
+
+impl TcpAddress {
+    pub fn parse(s: &str) -> Option<TcpAddress> {
+        let (addr, path) = s.split_once('/')?;
+        if addr.is_empty() || path.is_empty() {
+            return None;
+        }
+        Some(TcpAddress { addr: addr.to_string(), path: path.to_string() })
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Model cards
+// ---------------------------------------------------------------------------------------------
+
+/// A model card record (`v1/mdc`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ModelRecord {
+    pub namespace: String,
+    pub component: String,
+    pub endpoint: String,
+    pub instance_id: u64,
+    pub card_json: ModelCard,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+impl ModelRecord {
+    pub fn id(&self) -> EndpointId {
+        EndpointId {
+            namespace: self.namespace.clone(),
+            component: self.component.clone(),
+            endpoint: self.endpoint.clone(),
+        }
+    }
+}
+
+/// The model deployment card (`card_json`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ModelCard {
+    /// Model id served on `/v1/models` and matched against the request `model`.
+    pub display_name: String,
+    /// Cache-directory name for downloaded card files.
+    #[serde(default)]
+    pub slug: Option<String>,
+    #[serde(default)]
+    pub source_path: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_info: Option<FileSlot>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokenizer: Option<FileSlot>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_formatter: Option<FileSlot>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chat_template_file: Option<FileSlot>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gen_config: Option<FileSlot>,
+    #[serde(default)]
+    pub architectural_max_context_length: Option<u64>,
+    /// Legacy top-level context length; what `/v1/models` reports as `context_window`.
+    #[serde(default)]
+    pub context_length: Option<u64>,
+    #[serde(default)]
+    pub kv_cache_block_size: Option<u32>,
+    #[serde(default)]
+    pub migration_limit: Option<u32>,
+    pub model_type: ModelType,
+    #[serde(default)]
+    pub model_input: ModelInput,
+    /// `aggregated`, `prefill`, `decode`, `encode`.
+    #[serde(default)]
+    pub worker_type: Option<String>,
+    /// DNF list of worker types this set depends on.
+    #[serde(default)]
+    pub needs: Vec<Value>,
+    #[serde(default)]
+    pub runtime_config: RuntimeConfig,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+impl ModelCard {
+    /// The context window `/v1/models` shows: the top-level `context_length`, 0 when absent.
+    /// (Observed: 0 for the mocker, whose architectural maximum is 40960; 40960 for the
+    /// Python worker.)
+    pub fn context_window(&self) -> u64 {
+        self.context_length.unwrap_or(0)
+    }
+
+    /// The effective context length of spec §3.7 item 5: `runtime_config.context_length` if
+    /// present (even 0), else `architectural_max_context_length`, else `context_length`, else 0.
+    pub fn effective_context_length(&self) -> u64 {
+        self.runtime_config
+            .context_length
+            .or(self.architectural_max_context_length)
+            .or(self.context_length)
+            .unwrap_or(0)
+    }
+
+    /// The file slots present, in the order `mdc_sum` hashes them.
+    pub fn file_slots(&self) -> Vec<(&'static str, &FileSlot)> {
+        [
+            ("model_info", &self.model_info),
+            ("tokenizer", &self.tokenizer),
+            ("prompt_formatter", &self.prompt_formatter),
+            ("chat_template_file", &self.chat_template_file),
+            ("gen_config", &self.gen_config),
+        ]
+        .into_iter()
+        .filter_map(|(n, s)| s.as_ref().map(|s| (n, s)))
+        .collect()
+    }
+}
+
+/// One card file slot: externally tagged by its kind, e.g.
+/// `{"hf_tokenizer_json": {"path": ..., "checksum": "blake3:...", "size": ...}}`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "Map<String, Value>", into = "Map<String, Value>")]
+pub struct FileSlot {
+    /// `hf_config_json`, `hf_tokenizer_json`, `hf_tokenizer_config_json`, ...
+    pub kind: String,
+    pub file: FileRef,
+}
+
+impl TryFrom<Map<String, Value>> for FileSlot {
+    type Error = String;
+    fn try_from(m: Map<String, Value>) -> Result<Self, String> {
+        if m.len() != 1 {
+            return Err(format!("a file slot has exactly one kind, found {}", m.len()));
+        }
+        let (kind, v) = m.into_iter().next().expect("one entry");
+        let file = FileRef::deserialize(v).map_err(|e| format!("file slot {kind}: {e}"))?;
+        Ok(FileSlot { kind, file })
+    }
+}
+
+impl From<FileSlot> for Map<String, Value> {
+    fn from(s: FileSlot) -> Self {
+        let mut m = Map::new();
+        m.insert(s.kind, serde_json::to_value(s.file).unwrap_or(Value::Null));
+        m
+    }
+}
+
+/// A file a card names. `path` is a local path (shared storage) or an HTTP URL served by the
+/// worker. A missing `checksum` rejects the card, as Dynamo does.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileRef {
+    pub path: String,
+    /// `blake3:<hex>`.
+    pub checksum: String,
+    #[serde(default)]
+    pub size: Option<u64>,
+}
+
+impl FileRef {
+    /// True when `path` is an HTTP(S) URL to fetch rather than a local path.
+    pub fn is_url(&self) -> bool {
+        self.path.starts_with("http://") || self.path.starts_with("https://")
+    }
+}
+
+/// `model_type`: flags joined by ` | `, e.g. `"Chat | Completions"`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "String", into = "String")]
+pub struct ModelType {
+    pub flags: Vec<String>,
+}
+
+impl From<String> for ModelType {
+    fn from(s: String) -> Self {
+        let flags = s.split('|').map(str::trim).filter(|f| !f.is_empty()).map(str::to_string).collect();
+        ModelType { flags }
+    }
+}
+
+impl From<ModelType> for String {
+    fn from(t: ModelType) -> Self {
+        t.flags.join(" | ")
+    }
+}
+
+impl ModelType {
+    pub fn has(&self, flag: &str) -> bool {
+        self.flags.iter().any(|f| f.eq_ignore_ascii_case(flag))
+    }
+    pub fn chat(&self) -> bool {
+        self.has("Chat")
+    }
+    pub fn completions(&self) -> bool {
+        self.has("Completions")
+    }
+    pub fn embedding(&self) -> bool {
+        self.has("Embedding")
+    }
+    /// Lower-case flags joined by `|`, as in Dynamo's worker-set key (`chat|completions`).
+    pub fn group_key(&self) -> String {
+        self.flags.iter().map(|f| f.to_ascii_lowercase()).collect::<Vec<_>>().join("|")
+    }
+}
+
+/// `model_input`: what the worker accepts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ModelInput {
+    /// The frontend tokenizes and sends a PreprocessedRequest.
+    #[default]
+    Tokens,
+    /// The frontend forwards the OpenAI request.
+    Text,
+    Tensor,
+    /// A value switchyard does not know; such a model cannot be served.
+    #[serde(other)]
+    Unknown,
+}
+
+/// `card_json.runtime_config`: the fields switchyard may use, the rest kept in `extra`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RuntimeConfig {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_length: Option<u64>,
+    #[serde(default)]
+    pub total_kv_blocks: Option<u64>,
+    #[serde(default)]
+    pub max_num_seqs: Option<u64>,
+    #[serde(default)]
+    pub max_num_batched_tokens: Option<u64>,
+    #[serde(default)]
+    pub tool_call_parser: Option<String>,
+    #[serde(default)]
+    pub reasoning_parser: Option<String>,
+    #[serde(default)]
+    pub data_parallel_start_rank: Option<u32>,
+    #[serde(default)]
+    pub data_parallel_size: Option<u32>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Any record
+// ---------------------------------------------------------------------------------------------
+
+/// A parsed record of any bucket, with the JSON it was parsed from.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Record {
+    Endpoint(Box<EndpointRecord>),
+    Model(Box<ModelRecord>),
+    /// Event-plane records are kept as JSON until the event plane is built.
+    EventChannel(Value),
+    EventSource(Value),
+}
+
+/// Parses one record value (file content or etcd value). Errors name what was wrong.
+pub fn parse_record(bytes: &[u8]) -> Result<(Record, Value), String> {
+    let raw: Value = serde_json::from_slice(bytes).map_err(|e| format!("not JSON: {e}"))?;
+    let ty = raw.get("type").and_then(Value::as_str).ok_or("no string `type` field")?;
+    let rec = match ty {
+        "Endpoint" => {
+            Record::Endpoint(Box::new(EndpointRecord::deserialize(&raw).map_err(|e| format!("Endpoint: {e}"))?))
+        }
+        "Model" => Record::Model(Box::new(ModelRecord::deserialize(&raw).map_err(|e| format!("Model: {e}"))?)),
+        "EventChannel" => Record::EventChannel(raw.clone()),
+        "EventSource" => Record::EventSource(raw.clone()),
+        other => return Err(format!("unknown record type {other:?}")),
+    };
+    Ok((rec, raw))
+}

@@ -14,6 +14,7 @@
 //! | [`metrics`] | per-shard collectors, merged at scrape time; Prometheus text | shards |
 //! | [`registry`] | the immutable snapshot of served models and instances handed to shards | built off-shard, read on shards |
 //! | [`discovery`] | Dynamo's file discovery store → live instances and model cards → Registry | control thread |
+//! | [`worker`] | in-tree mock worker speaking Dynamo's request plane (tests, benches) | its own std threads |
 //! | [`error`] | the one error type: kind, side, retry; status mapping in one place | everywhere |
 //!
 //! A request's way: `shard` accepts → `http1::conn` frames the request → `service::Frontend`
@@ -34,5 +35,6 @@ pub mod service;
 pub mod shard;
 pub mod tokenize;
 pub mod util;
+pub mod worker;
 
 pub use error::{Error, Kind, Side};

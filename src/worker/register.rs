@@ -1,0 +1,204 @@
+//! File-backend registration of a mock worker (spec §3): the model card and the endpoint
+//! instance record, written the Dynamo way, kept alive by mtime touches, deleted on stop.
+
+use std::fs;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::SystemTime;
+
+use serde_json::{json, Map, Value};
+
+use super::MockWorker;
+use crate::discovery::records::{encode_key, instance_key, BUCKET_INSTANCES, BUCKET_MDC};
+
+/// Checksum written into card file slots until blake3 is available (see the module docs of
+/// [`crate::worker`]): switchyard accepts it, the real Dynamo frontend rejects it.
+pub const UNVERIFIED_CHECKSUM: &str = "blake3:0000000000000000000000000000000000000000000000000000000000000000";
+
+/// Where a registration wrote its records.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileRegistration {
+    /// The `DYN_FILE_KV` root.
+    pub root: PathBuf,
+    /// `<root>/v1/mdc/<encoded key>`.
+    pub card_file: PathBuf,
+    /// `<root>/v1/instances/<encoded key>`.
+    pub instance_file: PathBuf,
+}
+
+/// A live registration: its files and the keep-alive thread.
+pub(crate) struct Registered {
+    files: FileRegistration,
+    /// Dropping the sender stops the keep-alive thread.
+    stop: Option<mpsc::Sender<()>>,
+    keepalive: Option<JoinHandle<()>>,
+}
+
+impl Registered {
+    /// Stops the keep-alive and deletes the files (graceful shutdown, spec §3.4).
+    pub(crate) fn remove(mut self) {
+        self.stop.take();
+        if let Some(t) = self.keepalive.take() {
+            let _ = t.join();
+        }
+        let _ = fs::remove_file(&self.files.instance_file);
+        let _ = fs::remove_file(&self.files.card_file);
+    }
+}
+
+/// (file name, card slot, slot kind) of the card files taken from `model_dir`, in card order.
+const CARD_FILES: [(&str, &str, &str); 4] = [
+    ("config.json", "model_info", "hf_config_json"),
+    ("tokenizer.json", "tokenizer", "hf_tokenizer_json"),
+    ("tokenizer_config.json", "prompt_formatter", "hf_tokenizer_config_json"),
+    ("generation_config.json", "gen_config", "hf_generation_config_json"),
+];
+
+impl MockWorker {
+    /// Registers this worker in the file discovery store at `root` (`DYN_FILE_KV`): card
+    /// first, then the instance record (the order a Python worker uses), and starts a thread
+    /// touching both every `keepalive`. [`MockWorker::stop`] deletes them.
+    pub fn register_file(&self, root: &Path) -> io::Result<FileRegistration> {
+        let s = &self.shared;
+        let cfg = &s.cfg;
+        let key = encode_key(&instance_key(&cfg.namespace, &cfg.component, &cfg.endpoint, s.instance_id));
+        let card = json!({
+            "type": "Model",
+            "namespace": cfg.namespace,
+            "component": cfg.component,
+            "endpoint": cfg.endpoint,
+            "instance_id": s.instance_id,
+            "card_json": self.card_json()?,
+        });
+        let instance = json!({
+            "type": "Endpoint",
+            "component": cfg.component,
+            "endpoint": cfg.endpoint,
+            "namespace": cfg.namespace,
+            "instance_id": s.instance_id,
+            "transport": {"tcp": self.transport()},
+            "device_type": "cuda",
+            "request_plane_codec": cfg.codec.as_str(),
+        });
+        let card_file = publish(&root.join(BUCKET_MDC), &key, &to_bytes(&card)?)?;
+        let instance_file = match publish(&root.join(BUCKET_INSTANCES), &key, &to_bytes(&instance)?) {
+            Ok(f) => f,
+            Err(e) => {
+                let _ = fs::remove_file(&card_file);
+                return Err(e);
+            }
+        };
+        let files = FileRegistration { root: root.to_path_buf(), card_file, instance_file };
+        let (tx, rx) = mpsc::channel::<()>();
+        let touched = [files.card_file.clone(), files.instance_file.clone()];
+        let period = cfg.keepalive;
+        let keepalive = std::thread::Builder::new().name("mock-worker-keepalive".into()).spawn(move || {
+            while let Err(mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(period) {
+                for f in &touched {
+                    let _ = touch(f);
+                }
+            }
+        })?;
+        let reg = Registered { files: files.clone(), stop: Some(tx), keepalive: Some(keepalive) };
+        self.registrations.lock().unwrap_or_else(|e| e.into_inner()).push(reg);
+        Ok(files)
+    }
+
+    /// The `card_json` the mocker publishes (spec §3.2), with this worker's values.
+    fn card_json(&self) -> io::Result<Value> {
+        let cfg = &self.shared.cfg;
+        let slug: String = cfg
+            .model_name
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c.to_ascii_lowercase() } else { '_' })
+            .collect();
+        let source_path = match &cfg.model_dir {
+            Some(d) => d.to_string_lossy().into_owned(),
+            None => cfg.model_name.clone(),
+        };
+        let mut card = Map::new();
+        card.insert("display_name".into(), json!(cfg.model_name));
+        card.insert("slug".into(), json!(slug));
+        card.insert("source_path".into(), json!(source_path));
+        if let Some(dir) = &cfg.model_dir {
+            for (file, slot, kind) in CARD_FILES {
+                let path = dir.join(file);
+                let meta = match fs::metadata(&path) {
+                    Ok(m) if m.is_file() => m,
+                    Ok(_) => continue,
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                    Err(e) => return Err(e),
+                };
+                let file_ref = json!({
+                    "path": path.to_string_lossy(),
+                    "checksum": UNVERIFIED_CHECKSUM,
+                    "size": meta.len(),
+                });
+                card.insert(slot.into(), json!({ kind: file_ref }));
+            }
+        }
+        let rest = json!({
+            "architectural_max_context_length": 0,
+            "context_length": 0,
+            "kv_cache_block_size": 64,
+            "migration_limit": 0,
+            "model_type": "Chat | Completions",
+            "model_input": cfg.model_input.as_str(),
+            "worker_type": "aggregated",
+            "needs": [],
+            "runtime_config": {
+                "context_length": 0, "total_kv_blocks": 16384, "max_num_seqs": 256,
+                "max_num_batched_tokens": 8192, "tool_call_parser": null, "reasoning_parser": null,
+                "tool_call_arguments_format": "json_string", "structural_tag_mode": "off",
+                "structural_tag_scope": "auto", "structural_tag_schema": "auto",
+                "exclude_tools_when_tool_choice_none": true, "data_parallel_start_rank": 0,
+                "data_parallel_size": 1, "enable_local_indexer": false, "kv_event_publishing_enabled": false,
+                "runtime_data": {}, "enable_eagle": false
+            },
+            "media_decoder": null,
+            "media_fetcher": null,
+        });
+        if let Value::Object(rest) = rest {
+            card.extend(rest);
+        }
+        Ok(Value::Object(card))
+    }
+}
+
+fn to_bytes(v: &Value) -> io::Result<Vec<u8>> {
+    serde_json::to_vec(v).map_err(io::Error::other)
+}
+
+/// Writes `bytes` under `dir/<key>`: `.tmp_<16 hex>` created exclusively, hard-linked to the
+/// key (create-if-absent), temporary unlinked (spec §3.3). An existing file of the same key
+/// (a previous registration of this instance id) is replaced by rename.
+fn publish(dir: &Path, key: &str, bytes: &[u8]) -> io::Result<PathBuf> {
+    fs::create_dir_all(dir)?;
+    let tmp = dir.join(format!("{}{:016x}", crate::discovery::records::TEMP_PREFIX, super::random_u64()));
+    let target = dir.join(key);
+    let written = fs::OpenOptions::new().write(true).create_new(true).open(&tmp).and_then(|mut f| {
+        f.write_all(bytes)?;
+        f.sync_data()
+    });
+    if let Err(e) = written {
+        let _ = fs::remove_file(&tmp);
+        return Err(e);
+    }
+    let linked = match fs::hard_link(&tmp, &target) {
+        Ok(()) => fs::remove_file(&tmp),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => fs::rename(&tmp, &target),
+        Err(e) => Err(e),
+    };
+    if let Err(e) = linked {
+        let _ = fs::remove_file(&tmp);
+        return Err(e);
+    }
+    Ok(target)
+}
+
+/// Sets a file's mtime to now (the keep-alive).
+fn touch(path: &Path) -> io::Result<()> {
+    fs::OpenOptions::new().write(true).open(path)?.set_modified(SystemTime::now())
+}

@@ -15,16 +15,17 @@
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use monoio::buf::IoBufMut;
 use monoio::io::{AsyncReadRent, AsyncWriteRent, AsyncWriteRentExt};
 use monoio::net::TcpStream;
 
 use super::parse::{Limits, Method};
 use super::request::{Assembler, Request, Step};
-use super::response::{write_response, DateCache, Response, CONTINUE};
+use super::response::{write_chunk, write_head, write_response, DateCache, Response, CONTINUE, LAST_CHUNK};
 use crate::error::{Error, Kind};
 use crate::shard::gate::{Gate, GateGuard};
+use crate::shard::local::Receiver;
 
 /// Something that answers requests. `!Send` on purpose: it lives on one shard.
 pub trait Service {
@@ -91,9 +92,24 @@ pub async fn serve<S: Service>(mut stream: TcpStream, svc: &S, cfg: &ConnConfig,
                     req.arrived_draining = arrived_draining;
                     let head_only = req.head.method == Method::Head;
                     let keep_alive = req.head.keep_alive;
-                    let resp = svc.call(req).await;
+                    let mut resp = svc.call(req).await;
                     close = !keep_alive || resp.close || gate.is_closed();
-                    write_response(&mut out, &resp, head_only, close, date);
+                    if let Some(chunks) = resp.take_stream() {
+                        write_head(&mut out, &resp, close, true, date);
+                        if head_only {
+                            out.extend_from_slice(LAST_CHUNK);
+                        } else {
+                            let sent;
+                            (sent, out) = stream_body(&mut stream, out, chunks).await;
+                            if !sent {
+                                // The client went away mid-stream; dropping the receiver told the
+                                // producer.
+                                return;
+                            }
+                        }
+                    } else {
+                        write_response(&mut out, &resp, head_only, close, date);
+                    }
                     if close {
                         break;
                     }
@@ -193,6 +209,36 @@ async fn read_some(
             Err(_) => (ReadOutcome::Failed, None),
         },
         _ = monoio::time::sleep(wait) => (ReadOutcome::TimedOut, None),
+    }
+}
+
+/// Write what `out` holds, then every chunk of `chunks` as it arrives (each flushed at once:
+/// a streamed answer must not wait in a buffer), then the last chunk. Returns false when the
+/// client is gone; `out` comes back empty.
+async fn stream_body(stream: &mut TcpStream, mut out: Vec<u8>, mut chunks: Receiver<Bytes>) -> (bool, Vec<u8>) {
+    loop {
+        let (res, o) = stream.write_all(out).await;
+        out = o;
+        out.clear();
+        if res.is_err() {
+            return (false, out);
+        }
+        match chunks.recv().await {
+            Some(chunk) => {
+                write_chunk(&mut out, &chunk);
+                // Whatever else is already queued goes out in the same write.
+                while let Some(more) = chunks.try_recv() {
+                    write_chunk(&mut out, &more);
+                }
+            }
+            None => {
+                out.extend_from_slice(LAST_CHUNK);
+                let (res, o) = stream.write_all(out).await;
+                out = o;
+                out.clear();
+                return (res.is_ok(), out);
+            }
+        }
     }
 }
 

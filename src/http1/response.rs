@@ -10,14 +10,19 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use smallvec::SmallVec;
 
-use crate::error::Error;
+use std::fmt::Write as _;
 
-/// A response body that is already whole.
-#[derive(Debug, Clone)]
+use crate::error::Error;
+use crate::shard::local::Receiver;
+
+/// A response body: whole, or streamed chunk by chunk (chunked transfer coding).
+#[derive(Debug)]
 pub enum Body {
     Empty,
     Static(&'static [u8]),
     Bytes(Bytes),
+    /// Chunks produced by another task of the shard; the body ends when every sender is gone.
+    Stream(Receiver<Bytes>),
 }
 
 impl Body {
@@ -26,6 +31,7 @@ impl Body {
             Body::Empty => 0,
             Body::Static(b) => b.len(),
             Body::Bytes(b) => b.len(),
+            Body::Stream(_) => 0,
         }
     }
     pub fn is_empty(&self) -> bool {
@@ -36,12 +42,13 @@ impl Body {
             Body::Empty => &[],
             Body::Static(b) => b,
             Body::Bytes(b) => b,
+            Body::Stream(_) => &[],
         }
     }
 }
 
-/// A whole response.
-#[derive(Debug, Clone)]
+/// A response.
+#[derive(Debug)]
 pub struct Response {
     pub status: u16,
     pub content_type: Option<&'static str>,
@@ -72,6 +79,20 @@ impl Response {
     pub fn with_header(mut self, name: &'static str, value: impl Into<String>) -> Self {
         self.headers.push((name, value.into()));
         self
+    }
+    /// A streamed body of `content_type`, fed through the returned receiver's sender.
+    pub fn stream(status: u16, content_type: &'static str, body: Receiver<Bytes>) -> Self {
+        Response { content_type: Some(content_type), body: Body::Stream(body), ..Self::new(status) }
+    }
+    /// Take a streamed body out, leaving an empty one (the head is then written as chunked).
+    pub fn take_stream(&mut self) -> Option<Receiver<Bytes>> {
+        match std::mem::replace(&mut self.body, Body::Empty) {
+            Body::Stream(rx) => Some(rx),
+            other => {
+                self.body = other;
+                None
+            }
+        }
     }
 }
 
@@ -106,8 +127,17 @@ pub fn reason(status: u16) -> &'static str {
 }
 
 /// Append `resp` to `out`. With `head_only` (a HEAD request) the body is left out but
-/// `content-length` still states its size.
+/// `content-length` still states its size. With `chunked` the head announces
+/// `transfer-encoding: chunked` and the caller writes the body chunks.
 pub fn write_response(out: &mut Vec<u8>, resp: &Response, head_only: bool, close: bool, date: &DateCache) {
+    write_head(out, resp, close, false, date);
+    if !head_only {
+        out.extend_from_slice(resp.body.as_slice());
+    }
+}
+
+/// Append the status line and headers of `resp`; `chunked` replaces `content-length`.
+pub fn write_head(out: &mut Vec<u8>, resp: &Response, close: bool, chunked: bool, date: &DateCache) {
     let mut num = itoa::Buffer::new();
     out.extend_from_slice(b"HTTP/1.1 ");
     out.extend_from_slice(num.format(resp.status).as_bytes());
@@ -125,17 +155,41 @@ pub fn write_response(out: &mut Vec<u8>, resp: &Response, head_only: bool, close
         out.extend_from_slice(value.as_bytes());
         out.extend_from_slice(b"\r\n");
     }
-    out.extend_from_slice(b"content-length: ");
-    out.extend_from_slice(num.format(resp.body.len()).as_bytes());
-    out.extend_from_slice(b"\r\n");
+    if chunked {
+        out.extend_from_slice(b"transfer-encoding: chunked\r\n");
+    } else {
+        out.extend_from_slice(b"content-length: ");
+        out.extend_from_slice(num.format(resp.body.len()).as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
     if close {
         out.extend_from_slice(b"connection: close\r\n");
     }
     out.extend_from_slice(b"date: ");
     date.with(|d| out.extend_from_slice(d));
     out.extend_from_slice(b"\r\n\r\n");
-    if !head_only {
-        out.extend_from_slice(resp.body.as_slice());
+}
+
+/// Append one chunk of the chunked transfer coding (an empty `data` is skipped: a zero-length
+/// chunk would end the body).
+pub fn write_chunk(out: &mut Vec<u8>, data: &[u8]) {
+    if data.is_empty() {
+        return;
+    }
+    let _ = write!(HexLen(out), "{:x}", data.len());
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(data);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// The end of a chunked body.
+pub const LAST_CHUNK: &[u8] = b"0\r\n\r\n";
+
+struct HexLen<'a>(&'a mut Vec<u8>);
+impl std::fmt::Write for HexLen<'_> {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        self.0.extend_from_slice(s.as_bytes());
+        Ok(())
     }
 }
 

@@ -20,6 +20,7 @@
 
 pub mod gate;
 mod listener;
+pub mod local;
 
 use std::cell::RefCell;
 use std::io;

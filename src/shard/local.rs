@@ -1,0 +1,137 @@
+//! A shard-local unbounded channel: `Rc` + `RefCell`, no atomics, no locks, `!Send`.
+//!
+//! Used where two tasks of the same shard hand values to each other, e.g. a request's pipeline
+//! producing the chunks of a streamed response while the connection task writes them. The
+//! receiver learns when every sender is gone (`recv` → `None`); a sender learns when the
+//! receiver is gone (`send` → `Err`, `is_closed`), which is how a client disconnect reaches
+//! the pipeline (and from there the worker, as a `kill`).
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::future::poll_fn;
+use std::rc::Rc;
+use std::task::{Poll, Waker};
+
+struct Shared<T> {
+    queue: VecDeque<T>,
+    waker: Option<Waker>,
+    senders: usize,
+    receiver_alive: bool,
+}
+
+/// The sending half; cheap to clone.
+pub struct Sender<T>(Rc<RefCell<Shared<T>>>);
+
+/// The receiving half.
+pub struct Receiver<T>(Rc<RefCell<Shared<T>>>);
+
+/// A new channel.
+pub fn channel<T>() -> (Sender<T>, Receiver<T>) {
+    let shared =
+        Rc::new(RefCell::new(Shared { queue: VecDeque::new(), waker: None, senders: 1, receiver_alive: true }));
+    (Sender(shared.clone()), Receiver(shared))
+}
+
+impl<T> Sender<T> {
+    /// Queue `value`; gives it back when the receiver is gone.
+    pub fn send(&self, value: T) -> Result<(), T> {
+        let mut s = self.0.borrow_mut();
+        if !s.receiver_alive {
+            return Err(value);
+        }
+        s.queue.push_back(value);
+        if let Some(w) = s.waker.take() {
+            w.wake();
+        }
+        Ok(())
+    }
+
+    /// Whether the receiver is gone (nobody will read what is sent).
+    pub fn is_closed(&self) -> bool {
+        !self.0.borrow().receiver_alive
+    }
+}
+
+impl<T> Clone for Sender<T> {
+    fn clone(&self) -> Self {
+        self.0.borrow_mut().senders += 1;
+        Sender(self.0.clone())
+    }
+}
+
+impl<T> Drop for Sender<T> {
+    fn drop(&mut self) {
+        let mut s = self.0.borrow_mut();
+        s.senders -= 1;
+        if s.senders == 0 {
+            if let Some(w) = s.waker.take() {
+                w.wake();
+            }
+        }
+    }
+}
+
+impl<T> Receiver<T> {
+    /// The next value; `None` once the queue is empty and every sender is gone.
+    pub async fn recv(&mut self) -> Option<T> {
+        poll_fn(|cx| {
+            let mut s = self.0.borrow_mut();
+            if let Some(v) = s.queue.pop_front() {
+                return Poll::Ready(Some(v));
+            }
+            if s.senders == 0 {
+                return Poll::Ready(None);
+            }
+            s.waker = Some(cx.waker().clone());
+            Poll::Pending
+        })
+        .await
+    }
+
+    /// A value already queued, without waiting.
+    pub fn try_recv(&mut self) -> Option<T> {
+        self.0.borrow_mut().queue.pop_front()
+    }
+}
+
+impl<T> Drop for Receiver<T> {
+    fn drop(&mut self) {
+        let mut s = self.0.borrow_mut();
+        s.receiver_alive = false;
+        s.queue.clear();
+    }
+}
+
+impl<T> std::fmt::Debug for Receiver<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("local::Receiver")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_then_end_and_closed_detection() {
+        let (tx, mut rx) = channel::<u32>();
+        let tx2 = tx.clone();
+        tx.send(1).unwrap();
+        tx2.send(2).unwrap();
+        drop(tx);
+        drop(tx2);
+        let mut rt = monoio::RuntimeBuilder::<monoio::LegacyDriver>::new().build().unwrap();
+        let got = rt.block_on(async move {
+            let mut v = Vec::new();
+            while let Some(x) = rx.recv().await {
+                v.push(x);
+            }
+            v
+        });
+        assert_eq!(got, vec![1, 2]);
+        let (tx, rx) = channel::<u32>();
+        drop(rx);
+        assert!(tx.is_closed());
+        assert_eq!(tx.send(3), Err(3));
+    }
+}

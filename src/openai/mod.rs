@@ -54,6 +54,7 @@ pub mod completions;
 pub mod content;
 pub mod messages;
 pub mod nvext;
+pub mod response;
 pub mod validate;
 
 pub use chat::NvCreateChatCompletionRequest;

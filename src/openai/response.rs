@@ -1,0 +1,261 @@
+//! OpenAI response bodies, written straight into a byte buffer in Dynamo 1.6.1's exact shapes
+//! and key order (observed on the real frontend):
+//!
+//! * chat, whole: `{"id","choices":[{"index","message":{"content","refusal","role"},
+//!   "finish_reason","logprobs"}],"created","model","object":"chat.completion","usage"}`;
+//! * chat, streamed: one `data: {…"object":"chat.completion.chunk"}` per text delta (the first
+//!   delta also carries `"role":"assistant"`), a finish chunk with an empty delta, a usage
+//!   chunk with `"choices":[]` when `stream_options.include_usage`, then `data: [DONE]`;
+//! * completions, whole and streamed: `{"id","choices":[{"text","index","finish_reason"?}],
+//!   "created","model","system_fingerprint":null,"object":"text_completion","usage"}`;
+//! * an error after the stream started: `data: {"error":{"message","type","code"}}`.
+//!
+//! Writing by hand keeps the per-chunk cost to a few appends (no intermediate JSON value);
+//! strings go through serde_json's escaper.
+
+use std::io::Write as _;
+
+/// Token counts of one answer.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub prompt_tokens: u32,
+    pub completion_tokens: u32,
+    /// `prompt_tokens_details.cached_tokens` as the worker reported it.
+    pub cached_tokens: Option<u32>,
+}
+
+/// What every chunk of one answer shares.
+#[derive(Clone, Copy, Debug)]
+pub struct Meta<'a> {
+    /// `chatcmpl-…` or `cmpl-…`.
+    pub id: &'a str,
+    pub created: u64,
+    pub model: &'a str,
+}
+
+fn string(out: &mut Vec<u8>, s: &str) {
+    let _ = serde_json::to_writer(&mut *out, s);
+}
+
+fn opt_string(out: &mut Vec<u8>, s: Option<&str>) {
+    match s {
+        Some(s) => string(out, s),
+        None => out.extend_from_slice(b"null"),
+    }
+}
+
+fn tail(out: &mut Vec<u8>, meta: &Meta<'_>) {
+    out.extend_from_slice(b",\"created\":");
+    let _ = write!(out, "{}", meta.created);
+    out.extend_from_slice(b",\"model\":");
+    string(out, meta.model);
+}
+
+fn usage_json(out: &mut Vec<u8>, u: &Usage, completions: bool) {
+    let _ = write!(
+        out,
+        "{{\"prompt_tokens\":{},\"completion_tokens\":{},\"total_tokens\":{}",
+        u.prompt_tokens,
+        u.completion_tokens,
+        u.prompt_tokens + u.completion_tokens
+    );
+    if let Some(c) = u.cached_tokens {
+        if completions {
+            let _ = write!(out, ",\"prompt_tokens_details\":{{\"audio_tokens\":null,\"cached_tokens\":{c}}}");
+        } else {
+            let _ = write!(out, ",\"prompt_tokens_details\":{{\"cached_tokens\":{c}}}");
+        }
+    }
+    out.push(b'}');
+}
+
+/// A whole chat completion.
+pub fn chat_completion(out: &mut Vec<u8>, meta: &Meta<'_>, content: &str, finish_reason: Option<&str>, usage: &Usage) {
+    out.extend_from_slice(b"{\"id\":");
+    string(out, meta.id);
+    out.extend_from_slice(b",\"choices\":[{\"index\":0,\"message\":{\"content\":");
+    string(out, content);
+    out.extend_from_slice(b",\"refusal\":null,\"role\":\"assistant\"},\"finish_reason\":");
+    opt_string(out, finish_reason);
+    out.extend_from_slice(b",\"logprobs\":null}]");
+    tail(out, meta);
+    out.extend_from_slice(b",\"object\":\"chat.completion\",\"usage\":");
+    usage_json(out, usage, false);
+    out.push(b'}');
+}
+
+/// One SSE event of a streamed chat completion: a text delta (`first` adds the role), or the
+/// finish (empty delta, `finish_reason` set).
+pub fn chat_chunk(out: &mut Vec<u8>, meta: &Meta<'_>, delta: Option<&str>, first: bool, finish_reason: Option<&str>) {
+    out.extend_from_slice(b"data: {\"id\":");
+    string(out, meta.id);
+    out.extend_from_slice(b",\"choices\":[{\"index\":0,\"delta\":{");
+    let mut sep = false;
+    if let Some(text) = delta {
+        out.extend_from_slice(b"\"content\":");
+        string(out, text);
+        sep = true;
+    }
+    if first {
+        if sep {
+            out.push(b',');
+        }
+        out.extend_from_slice(b"\"role\":\"assistant\"");
+    }
+    out.extend_from_slice(b"},\"finish_reason\":");
+    opt_string(out, finish_reason);
+    out.extend_from_slice(b",\"logprobs\":null}]");
+    tail(out, meta);
+    out.extend_from_slice(b",\"object\":\"chat.completion.chunk\"}\n\n");
+}
+
+/// The usage event of a streamed chat completion (`stream_options.include_usage`).
+pub fn chat_usage_chunk(out: &mut Vec<u8>, meta: &Meta<'_>, usage: &Usage) {
+    out.extend_from_slice(b"data: {\"id\":");
+    string(out, meta.id);
+    out.extend_from_slice(b",\"choices\":[]");
+    tail(out, meta);
+    out.extend_from_slice(b",\"object\":\"chat.completion.chunk\",\"usage\":");
+    usage_json(out, usage, false);
+    out.extend_from_slice(b"}\n\n");
+}
+
+/// A whole text completion.
+pub fn completion(out: &mut Vec<u8>, meta: &Meta<'_>, text: &str, finish_reason: Option<&str>, usage: &Usage) {
+    out.extend_from_slice(b"{\"id\":");
+    string(out, meta.id);
+    out.extend_from_slice(b",\"choices\":[{\"text\":");
+    string(out, text);
+    out.extend_from_slice(b",\"index\":0,\"finish_reason\":");
+    opt_string(out, finish_reason);
+    out.extend_from_slice(b"}]");
+    tail(out, meta);
+    out.extend_from_slice(b",\"system_fingerprint\":null,\"object\":\"text_completion\",\"usage\":");
+    usage_json(out, usage, true);
+    out.push(b'}');
+}
+
+/// One SSE event of a streamed text completion; `usage` only on the usage event.
+pub fn completion_chunk(
+    out: &mut Vec<u8>,
+    meta: &Meta<'_>,
+    text: Option<&str>,
+    finish_reason: Option<&str>,
+    usage: Option<&Usage>,
+) {
+    out.extend_from_slice(b"data: {\"id\":");
+    string(out, meta.id);
+    match text {
+        Some(t) => {
+            out.extend_from_slice(b",\"choices\":[{\"text\":");
+            string(out, t);
+            out.extend_from_slice(b",\"index\":0");
+            if let Some(f) = finish_reason {
+                out.extend_from_slice(b",\"finish_reason\":");
+                string(out, f);
+            }
+            out.extend_from_slice(b"}]");
+        }
+        None => out.extend_from_slice(b",\"choices\":[]"),
+    }
+    tail(out, meta);
+    out.extend_from_slice(b",\"system_fingerprint\":null,\"object\":\"text_completion\",\"usage\":");
+    match usage {
+        Some(u) => usage_json(out, u, true),
+        None => out.extend_from_slice(b"null"),
+    }
+    out.extend_from_slice(b"}\n\n");
+}
+
+/// The end of every stream.
+pub const DONE: &[u8] = b"data: [DONE]\n\n";
+
+/// An error event inside a stream that already started (then [`DONE`]).
+pub fn stream_error(out: &mut Vec<u8>, message: &str, kind: &str, code: u16) {
+    out.extend_from_slice(b"data: {\"error\":{\"message\":");
+    string(out, message);
+    out.extend_from_slice(b",\"type\":");
+    string(out, kind);
+    let _ = write!(out, ",\"code\":{code}}}}}\n\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Bodies recorded from the real Dynamo 1.6.1 frontend serving a dynamo.mocker worker.
+    const META_CHAT: Meta<'static> =
+        Meta { id: "chatcmpl-3cc46b44-df49-4f1f-91c8-cb96532f7986", created: 1795300247, model: "/work/observe/qwen3" };
+
+    #[test]
+    fn whole_chat_matches_dynamo() {
+        let mut out = Vec::new();
+        let usage = Usage { prompt_tokens: 9, completion_tokens: 5, cached_tokens: Some(0) };
+        chat_completion(&mut out, &META_CHAT, " indponent requireaturestruct", Some("length"), &usage);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            r#"{"id":"chatcmpl-3cc46b44-df49-4f1f-91c8-cb96532f7986","choices":[{"index":0,"message":{"content":" indponent requireaturestruct","refusal":null,"role":"assistant"},"finish_reason":"length","logprobs":null}],"created":1795300247,"model":"/work/observe/qwen3","object":"chat.completion","usage":{"prompt_tokens":9,"completion_tokens":5,"total_tokens":14,"prompt_tokens_details":{"cached_tokens":0}}}"#
+        );
+    }
+
+    #[test]
+    fn streamed_chat_matches_dynamo() {
+        let meta = Meta {
+            id: "chatcmpl-28d321bd-0979-4d38-8155-89e6aa674ce1",
+            created: 1795300258,
+            model: "/work/observe/qwen3",
+        };
+        let mut out = Vec::new();
+        chat_chunk(&mut out, &meta, Some("oot"), true, None);
+        chat_chunk(&mut out, &meta, Some("from"), false, None);
+        chat_chunk(&mut out, &meta, None, false, Some("length"));
+        chat_usage_chunk(&mut out, &meta, &Usage { prompt_tokens: 9, completion_tokens: 3, cached_tokens: Some(0) });
+        out.extend_from_slice(DONE);
+        let want = concat!(
+            "data: {\"id\":\"chatcmpl-28d321bd-0979-4d38-8155-89e6aa674ce1\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"oot\",\"role\":\"assistant\"},\"finish_reason\":null,\"logprobs\":null}],\"created\":1795300258,\"model\":\"/work/observe/qwen3\",\"object\":\"chat.completion.chunk\"}\n\n",
+            "data: {\"id\":\"chatcmpl-28d321bd-0979-4d38-8155-89e6aa674ce1\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"from\"},\"finish_reason\":null,\"logprobs\":null}],\"created\":1795300258,\"model\":\"/work/observe/qwen3\",\"object\":\"chat.completion.chunk\"}\n\n",
+            "data: {\"id\":\"chatcmpl-28d321bd-0979-4d38-8155-89e6aa674ce1\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"length\",\"logprobs\":null}],\"created\":1795300258,\"model\":\"/work/observe/qwen3\",\"object\":\"chat.completion.chunk\"}\n\n",
+            "data: {\"id\":\"chatcmpl-28d321bd-0979-4d38-8155-89e6aa674ce1\",\"choices\":[],\"created\":1795300258,\"model\":\"/work/observe/qwen3\",\"object\":\"chat.completion.chunk\",\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":3,\"total_tokens\":12,\"prompt_tokens_details\":{\"cached_tokens\":0}}}\n\n",
+            "data: [DONE]\n\n",
+        );
+        assert_eq!(String::from_utf8(out).unwrap(), want);
+    }
+
+    #[test]
+    fn completions_match_dynamo() {
+        let meta =
+            Meta { id: "cmpl-7ac8c5ce-029e-4f39-9303-f03d976f1f0b", created: 1795300261, model: "/work/observe/qwen3" };
+        let mut out = Vec::new();
+        completion(
+            &mut out,
+            &meta,
+            " used specypes que",
+            Some("length"),
+            &Usage { prompt_tokens: 1, completion_tokens: 4, cached_tokens: Some(0) },
+        );
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            r#"{"id":"cmpl-7ac8c5ce-029e-4f39-9303-f03d976f1f0b","choices":[{"text":" used specypes que","index":0,"finish_reason":"length"}],"created":1795300261,"model":"/work/observe/qwen3","system_fingerprint":null,"object":"text_completion","usage":{"prompt_tokens":1,"completion_tokens":4,"total_tokens":5,"prompt_tokens_details":{"audio_tokens":null,"cached_tokens":0}}}"#
+        );
+        let meta =
+            Meta { id: "cmpl-45b4ecf2-68ff-43cd-ad95-e95e8c7edd07", created: 1795300261, model: "/work/observe/qwen3" };
+        let mut out = Vec::new();
+        completion_chunk(&mut out, &meta, Some("ook"), None, None);
+        completion_chunk(&mut out, &meta, Some(""), Some("length"), None);
+        let want = concat!(
+            "data: {\"id\":\"cmpl-45b4ecf2-68ff-43cd-ad95-e95e8c7edd07\",\"choices\":[{\"text\":\"ook\",\"index\":0}],\"created\":1795300261,\"model\":\"/work/observe/qwen3\",\"system_fingerprint\":null,\"object\":\"text_completion\",\"usage\":null}\n\n",
+            "data: {\"id\":\"cmpl-45b4ecf2-68ff-43cd-ad95-e95e8c7edd07\",\"choices\":[{\"text\":\"\",\"index\":0,\"finish_reason\":\"length\"}],\"created\":1795300261,\"model\":\"/work/observe/qwen3\",\"system_fingerprint\":null,\"object\":\"text_completion\",\"usage\":null}\n\n",
+        );
+        assert_eq!(String::from_utf8(out).unwrap(), want);
+    }
+
+    #[test]
+    fn error_event_shape() {
+        let mut out = Vec::new();
+        stream_error(&mut out, "Service temporarily unavailable", "service_unavailable", 503);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "data: {\"error\":{\"message\":\"Service temporarily unavailable\",\"type\":\"service_unavailable\",\"code\":503}}\n\n"
+        );
+    }
+}

@@ -209,6 +209,12 @@ fn random_tokens_follow_the_mocker_shape() {
     // Deterministic in the prompt.
     let again = roundtrip(&w, &request(&[1, 2, 3], None), Codec::Msgpack);
     assert_eq!(token_ids(&again), token_ids(&r));
+    // The worker counts a stream as completed after its last write; the test may read the
+    // sentinel first, so wait (bounded) for the count.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while w.stats().completed < 2 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
     assert_eq!(w.stats().completed, 2);
 }
 

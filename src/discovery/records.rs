@@ -277,6 +277,24 @@ impl ModelCard {
         .filter_map(|(n, s)| s.as_ref().map(|s| (n, s)))
         .collect()
     }
+
+    /// The card checksum Dynamo sends as `mdc_sum`; see [`super::checksum::mdc_sum`].
+    pub fn mdc_sum(&self) -> String {
+        super::checksum::mdc_sum(self)
+    }
+
+    /// Verifies the blake3 checksum of every file slot whose `path` is local (shared
+    /// storage). URL slots are skipped (fetching them is left to the caller). The first
+    /// mismatch or unreadable file is the error.
+    pub fn verify_local_files(&self) -> Result<(), String> {
+        for (slot, s) in self.file_slots() {
+            if !s.file.is_url() {
+                super::checksum::verify_file(std::path::Path::new(&s.file.path), &s.file.checksum)
+                    .map_err(|e| format!("{slot}: {e}"))?;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// One card file slot: externally tagged by its kind, e.g.

@@ -56,11 +56,9 @@
 //! [`MockConfig::keepalive`], and [`MockWorker::stop`] deletes them. Card file slots point
 //! at the files of [`MockConfig::model_dir`] in place (the mocker's "shared-storage MDC").
 //!
-//! TODO(blake3): card file checksums need blake3, which is not a dependency. Slots are
-//! written with [`register::UNVERIFIED_CHECKSUM`] (`blake3:` + 64 zeros), which switchyard's
-//! discovery accepts (it requires the field, it does not verify it) but which the real
-//! Dynamo frontend rejects with "checksum mismatch". Interop with the real frontend needs
-//! blake3 (and then `mdc_sum` could be computed too, spec §3.7).
+//! Each slot carries the real blake3 checksum of its file (`blake3:<hex>`, as Dynamo writes
+//! and verifies it). The files are referenced by local path (shared storage); serving them
+//! over HTTP like a worker with `DYN_SYSTEM_PORT` is not built yet.
 
 mod register;
 mod serve;

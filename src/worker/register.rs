@@ -13,8 +13,10 @@ use serde_json::{json, Map, Value};
 use super::MockWorker;
 use crate::discovery::records::{encode_key, instance_key, BUCKET_INSTANCES, BUCKET_MDC};
 
-/// Checksum written into card file slots until blake3 is available (see the module docs of
-/// [`crate::worker`]): switchyard accepts it, the real Dynamo frontend rejects it.
+/// The placeholder checksum earlier versions wrote into card file slots. No longer written:
+/// slots now carry the real `blake3:<hex>` of each file
+/// ([`crate::discovery::checksum::file_checksum_path`]). Kept for callers that compare
+/// against it; the real Dynamo frontend rejects it with "checksum mismatch".
 pub const UNVERIFIED_CHECKSUM: &str = "blake3:0000000000000000000000000000000000000000000000000000000000000000";
 
 /// Where a registration wrote its records.
@@ -131,9 +133,10 @@ impl MockWorker {
                     Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
                     Err(e) => return Err(e),
                 };
+                let checksum = crate::discovery::checksum::file_checksum_path(&path)?;
                 let file_ref = json!({
                     "path": path.to_string_lossy(),
-                    "checksum": UNVERIFIED_CHECKSUM,
+                    "checksum": checksum,
                     "size": meta.len(),
                 });
                 card.insert(slot.into(), json!({ kind: file_ref }));

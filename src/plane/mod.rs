@@ -18,6 +18,8 @@
 //! Errors are [`PlaneError`]; it converts into the crate [`Error`](crate::Error) as a worker
 //! fault (503, retry allowed) because on the frontend every malformed byte came from a worker.
 
+pub mod callback;
+pub mod client;
 pub mod frame;
 pub mod payload;
 pub mod stream;

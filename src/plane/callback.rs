@@ -1,0 +1,398 @@
+//! The shard's response-stream ("call-home") listener and the per-request
+//! [`ResponseStream`] (spec §6.1–§6.4).
+//!
+//! Every shard binds its own listener on port 0 (host `DYN_TCP_RESPONSE_STREAM_HOST`), so a
+//! worker's call-back always lands on the shard that registered the subject; the subject
+//! table is a plain `RefCell<HashMap>`. For each accepted connection a task reads the
+//! handshake (bounded by [`HANDSHAKE_TIMEOUT`]), looks the subject up (unknown, expired or
+//! already connected: the socket is closed, which the worker reads as a kill), and then
+//! feeds the decoded events into the subject's slot: a local queue plus the consumer's
+//! waker. The task watches the slot too: when the [`ResponseStream`] is dropped before the
+//! stream ended, it writes the header-only `"kill"` frame and closes, as 1.6.1 does.
+//!
+//! End-of-stream rules: EOF or reset before the sentinel, or a sentinel before
+//! `complete_final`, is [`TransportError::StreamIncomplete`] ("stream ended before generation
+//! completed"); a prologue error is [`TransportError::Prologue`]; anything else the decoder
+//! refuses is [`TransportError::Plane`]. After the sentinel the frontend closes the socket.
+//!
+//! The event queue is unbounded: a worker writes no faster than its engine produces, and a
+//! slow HTTP client is the HTTP layer's concern.
+
+use std::cell::RefCell;
+use std::collections::{HashMap, VecDeque};
+use std::future::poll_fn;
+use std::hash::{BuildHasher, Hasher};
+use std::io;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::task::{Poll, Waker};
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use monoio::buf::IoBufMut;
+use monoio::io::{AsyncReadRent, AsyncWriteRent, AsyncWriteRentExt};
+use monoio::net::{TcpListener, TcpStream};
+
+use super::client::TransportError;
+use super::frame::TwoPartRef;
+use super::payload::{Annotated, CallHomeHandshake, Codec, ControlMessage, LLMEngineOutput};
+use super::stream::{encode_control, ResponseStreamDecoder, StreamEvent};
+use super::{Decoded, PlaneError, DEFAULT_MAX_MESSAGE_SIZE};
+
+/// How long an accepted call-back connection may take to send its handshake.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Item type of a `model_input = Tokens` stream.
+pub type Item = Annotated<LLMEngineOutput>;
+/// One event of a response stream.
+pub type Event = StreamEvent<Item>;
+
+#[derive(Default)]
+struct SlotState {
+    events: VecDeque<Result<Event, TransportError>>,
+    consumer: Option<Waker>,
+    /// The worker's handshake for this subject arrived.
+    connected: bool,
+    /// Nothing more will be queued (sentinel, error or EOF).
+    ended: bool,
+    /// The consumer went away before the end: send `kill`.
+    cancelled: bool,
+    conn: Option<Waker>,
+}
+
+struct StreamSlot {
+    codec: Codec,
+    st: RefCell<SlotState>,
+}
+
+impl StreamSlot {
+    /// Queue an event (or the final error) and wake the consumer.
+    fn push(&self, ev: Result<Event, TransportError>, last: bool) {
+        let waker = {
+            let mut st = self.st.borrow_mut();
+            if st.ended {
+                return;
+            }
+            st.events.push_back(ev);
+            st.ended |= last;
+            st.consumer.take()
+        };
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+}
+
+struct Inner {
+    addr: SocketAddr,
+    max: usize,
+    subjects: RefCell<HashMap<String, Rc<StreamSlot>>>,
+}
+
+impl Inner {
+    fn remove(&self, subject: &str, slot: &Rc<StreamSlot>) {
+        let mut map = self.subjects.borrow_mut();
+        if map.get(subject).is_some_and(|s| Rc::ptr_eq(s, slot)) {
+            map.remove(subject);
+        }
+    }
+}
+
+/// One shard's call-back listener and subject table. Cheap to clone (an `Rc`).
+#[derive(Clone)]
+pub struct CallbackServer {
+    inner: Rc<Inner>,
+}
+
+impl CallbackServer {
+    /// Bind on `DYN_TCP_RESPONSE_STREAM_HOST` (default `127.0.0.1`), port 0, and start the
+    /// accept loop. Must run inside the shard's runtime.
+    pub fn from_env() -> io::Result<CallbackServer> {
+        let host = std::env::var("DYN_TCP_RESPONSE_STREAM_HOST").unwrap_or_else(|_| "127.0.0.1".to_owned());
+        CallbackServer::bind(&host, DEFAULT_MAX_MESSAGE_SIZE)
+    }
+
+    /// Bind on `host`, port 0, and start the accept loop. The bound `host:port` is the
+    /// `address` workers are told to call back; an unspecified host (`0.0.0.0`) would be
+    /// useless there, so name a reachable one.
+    pub fn bind(host: &str, max_message_size: usize) -> io::Result<CallbackServer> {
+        let ip: std::net::IpAddr =
+            host.parse().map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("bad host {host:?}: {e}")))?;
+        let listener = TcpListener::bind(SocketAddr::new(ip, 0))?;
+        let addr = listener.local_addr()?;
+        let inner = Rc::new(Inner { addr, max: max_message_size, subjects: RefCell::new(HashMap::new()) });
+        monoio::spawn(accept_loop(inner.clone(), listener));
+        Ok(CallbackServer { inner })
+    }
+
+    /// The `host:port` workers call back.
+    pub fn addr(&self) -> SocketAddr {
+        self.inner.addr
+    }
+
+    /// Subjects registered and not yet released.
+    pub fn registered(&self) -> usize {
+        self.inner.subjects.borrow().len()
+    }
+
+    /// Expect a call-back for `subject`, answering in `codec`, within `deadline` from now.
+    /// Registering a subject twice replaces the first registration.
+    pub fn register(&self, subject: &str, codec: Codec, deadline: Duration) -> ResponseStream {
+        let slot = Rc::new(StreamSlot { codec, st: RefCell::new(SlotState::default()) });
+        self.inner.subjects.borrow_mut().insert(subject.to_owned(), slot.clone());
+        ResponseStream {
+            server: self.inner.clone(),
+            slot,
+            subject: subject.to_owned(),
+            deadline: Instant::now() + deadline,
+            after: deadline,
+            done: false,
+        }
+    }
+}
+
+/// A fresh UUID-shaped random subject (std's randomly keyed hasher; no RNG crate).
+pub fn new_subject() -> String {
+    let r = |salt: u64| {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u64(salt);
+        h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
+        h.finish()
+    };
+    let (a, b) = (r(1), r(2));
+    format!(
+        "{:08x}-{:04x}-4{:03x}-{:04x}-{:012x}",
+        a >> 32,
+        (a >> 16) & 0xffff,
+        a & 0xfff,
+        0x8000 | ((b >> 48) & 0x3fff),
+        b & 0xffff_ffff_ffff
+    )
+}
+
+/// The response stream of one request, consumed by the request task.
+///
+/// Dropping it before the end releases the subject and, if the worker is connected, sends
+/// `kill` on the call-back socket.
+pub struct ResponseStream {
+    server: Rc<Inner>,
+    slot: Rc<StreamSlot>,
+    subject: String,
+    deadline: Instant,
+    after: Duration,
+    done: bool,
+}
+
+impl ResponseStream {
+    pub fn subject(&self) -> &str {
+        &self.subject
+    }
+
+    /// The next event: `Handshake`, `Prologue`, `Item`..., `CompleteFinal`, `Sentinel`, then
+    /// `None`. An error is the last thing yielded.
+    pub async fn next(&mut self) -> Option<Result<Event, TransportError>> {
+        if self.done {
+            return None;
+        }
+        let slot = self.slot.clone();
+        let wait = poll_fn(|cx| {
+            let mut st = slot.st.borrow_mut();
+            match st.events.pop_front() {
+                Some(ev) => Poll::Ready(Some(ev)),
+                None if st.ended => Poll::Ready(None),
+                None => {
+                    st.consumer = Some(cx.waker().clone());
+                    Poll::Pending
+                }
+            }
+        });
+        let connected = self.slot.st.borrow().connected;
+        let got = if connected {
+            wait.await
+        } else {
+            // Connecting queues the handshake event, which ends the wait.
+            let left = self.deadline.saturating_duration_since(Instant::now());
+            monoio::select! {
+                ev = wait => ev,
+                _ = monoio::time::sleep(left) => {
+                    self.release();
+                    Some(Err(TransportError::CallbackTimeout { subject: self.subject.clone(), after: self.after }))
+                },
+            }
+        };
+        if matches!(got, None | Some(Err(_)) | Some(Ok(StreamEvent::Sentinel))) {
+            self.done = true;
+            self.release();
+        }
+        got
+    }
+
+    /// Forget the subject; if the stream is connected and not over, ask its task to kill it.
+    fn release(&mut self) {
+        self.server.remove(&self.subject, &self.slot);
+        let waker = {
+            let mut st = self.slot.st.borrow_mut();
+            if st.ended {
+                None
+            } else {
+                st.ended = true;
+                st.cancelled = true;
+                st.conn.take()
+            }
+        };
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+}
+
+impl Drop for ResponseStream {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
+async fn accept_loop(inner: Rc<Inner>, listener: TcpListener) {
+    loop {
+        match listener.accept().await {
+            Ok((stream, _)) => {
+                monoio::spawn(serve_callback(inner.clone(), stream));
+            }
+            // EMFILE and friends: back off instead of spinning.
+            Err(_) => monoio::time::sleep(Duration::from_millis(10)).await,
+        }
+    }
+}
+
+enum ReadOutcome {
+    Data(BytesMut),
+    Closed(String),
+    TimedOut,
+    Cancelled,
+}
+
+/// Read once into `buf`'s spare capacity, bounded by `timeout`, cut short by cancellation.
+async fn read_some(
+    stream: &mut TcpStream,
+    mut buf: BytesMut,
+    timeout: Option<Duration>,
+    slot: Option<&StreamSlot>,
+) -> ReadOutcome {
+    buf.reserve(8192);
+    let len = buf.len();
+    let read = stream.read(buf.slice_mut(len..));
+    let cancelled = poll_fn(|cx| match slot {
+        Some(slot) => {
+            let mut st = slot.st.borrow_mut();
+            if st.cancelled {
+                Poll::Ready(())
+            } else {
+                st.conn = Some(cx.waker().clone());
+                Poll::Pending
+            }
+        }
+        None => Poll::Pending,
+    });
+    let timeout = monoio::time::sleep(timeout.unwrap_or(Duration::from_secs(86_400 * 365)));
+    monoio::select! {
+        _ = cancelled => ReadOutcome::Cancelled,
+        (res, b) = read => match res {
+            Ok(0) => ReadOutcome::Closed("the worker closed the response stream".to_owned()),
+            Ok(_) => ReadOutcome::Data(b.into_inner()),
+            Err(e) => ReadOutcome::Closed(format!("response stream read failed: {e}")),
+        },
+        _ = timeout => ReadOutcome::TimedOut,
+    }
+}
+
+fn stream_error(e: PlaneError) -> TransportError {
+    match e {
+        PlaneError::Protocol(detail) if detail.starts_with("sentinel before complete_final") => {
+            TransportError::StreamIncomplete { detail }
+        }
+        other => TransportError::Plane(other),
+    }
+}
+
+async fn serve_callback(inner: Rc<Inner>, mut stream: TcpStream) {
+    let _ = stream.set_nodelay(true);
+    let mut buf = BytesMut::with_capacity(8192);
+    // 1. The handshake, peeked (not consumed: the stream decoder reads it again).
+    let started = Instant::now();
+    let subject = loop {
+        match TwoPartRef::parse(&buf, inner.max) {
+            Ok(Decoded::Frame((tp, _))) => match serde_json::from_slice::<CallHomeHandshake>(tp.header) {
+                Ok(hs) => break hs.subject,
+                Err(_) => return,
+            },
+            Ok(Decoded::Incomplete { .. }) => {}
+            Err(_) => return,
+        }
+        let left = HANDSHAKE_TIMEOUT.saturating_sub(started.elapsed());
+        match read_some(&mut stream, buf, Some(left), None).await {
+            ReadOutcome::Data(b) => buf = b,
+            _ => return,
+        }
+    };
+    // 2. The subject: unknown, expired or taken → close.
+    let Some(slot) = inner.subjects.borrow().get(&subject).cloned() else { return };
+    {
+        let mut st = slot.st.borrow_mut();
+        if st.connected || st.ended {
+            return;
+        }
+        st.connected = true;
+    }
+    // 3. Events until the sentinel, an error, EOF or cancellation.
+    let mut decoder = ResponseStreamDecoder::new(slot.codec, inner.max);
+    loop {
+        loop {
+            match decoder.decode::<Item>(&mut buf) {
+                Ok(Decoded::Frame(StreamEvent::Prologue(p))) if p.error.is_some() => {
+                    slot.push(Err(TransportError::Prologue(p.error.unwrap_or_default())), true);
+                }
+                Ok(Decoded::Frame(ev)) => {
+                    let last = matches!(ev, StreamEvent::Sentinel);
+                    slot.push(Ok(ev), last);
+                }
+                Ok(Decoded::Incomplete { .. }) => break,
+                Err(e) => slot.push(Err(stream_error(e)), true),
+            }
+            if slot.st.borrow().ended {
+                break;
+            }
+        }
+        let (ended, cancelled) = {
+            let st = slot.st.borrow();
+            (st.ended, st.cancelled)
+        };
+        if ended && !cancelled {
+            // Sentinel or error: close (FIN) right away, as 1.6.1 does.
+            inner.remove(&subject, &slot);
+            return;
+        }
+        let outcome =
+            if cancelled { ReadOutcome::Cancelled } else { read_some(&mut stream, buf, None, Some(&slot)).await };
+        match outcome {
+            ReadOutcome::Data(b) => buf = b,
+            ReadOutcome::Closed(detail) => {
+                slot.push(Err(TransportError::StreamIncomplete { detail }), true);
+                inner.remove(&subject, &slot);
+                return;
+            }
+            ReadOutcome::TimedOut => {
+                let detail = "response stream read timed out".to_owned();
+                slot.push(Err(TransportError::StreamIncomplete { detail }), true);
+                inner.remove(&subject, &slot);
+                return;
+            }
+            ReadOutcome::Cancelled => {
+                let mut kill = Vec::with_capacity(32);
+                encode_control(&mut kill, ControlMessage::Kill);
+                let _ = stream.write_all(kill).await;
+                let _ = stream.shutdown().await;
+                return;
+            }
+        }
+    }
+}

@@ -1,0 +1,431 @@
+//! The frontend side of the TCP request plane, per shard: pipelined worker connections with
+//! FIFO ack pairing ([`WorkerConns`]) and the one-call [`RequestPlane::generate`].
+//!
+//! Everything here is shard-local (`Rc`, `RefCell`, no `Send`, no locks) and runs on the
+//! shard's monoio runtime. Spec: `/work/shared/spec/dynamo-request-plane.md` §5.1, §5.5, §9.1.
+//!
+//! One connection per worker address, created lazily by the first send and reused by every
+//! later one (1.6.1 pipelines all requests over one connection). Each connection has:
+//!
+//! * an output buffer: [`WorkerConns::send`] encodes its frame straight into it and, in the
+//!   same step, appends an ack slot to the pending queue, so frame order = slot order;
+//! * a writer task: dials (with a timeout), then writes whatever is buffered, coalescing all
+//!   frames queued since its last write into one `write_all`;
+//! * a reader task: decodes acks and completes the pending slots front to back (FIFO).
+//!
+//! A connect failure fails every queued send with [`TransportError::CannotConnect`]; a
+//! broken connection (EOF, reset, write error, an ack nobody waits for) fails every pending
+//! send with [`TransportError::ConnectionLost`]. Either way the connection leaves the table,
+//! so the next send dials again.
+
+use std::cell::{Cell, RefCell};
+use std::collections::{HashMap, VecDeque};
+use std::fmt;
+use std::future::poll_fn;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::task::{Poll, Waker};
+use std::time::Duration;
+
+use bytes::BytesMut;
+use monoio::buf::IoBufMut;
+use monoio::io::{AsyncReadRent, AsyncWriteRentExt, Splitable};
+use monoio::net::tcp::TcpOwnedReadHalf;
+use monoio::net::TcpStream;
+
+use super::callback::{CallbackServer, ResponseStream};
+use super::frame::{encode_request_frame, Ack, AckDecoder};
+use super::payload::{Codec, PreprocessedRequest, RequestControlMessage, StreamType, TcpStreamInfo};
+use super::{Decoded, PlaneError, DEFAULT_MAX_MESSAGE_SIZE};
+
+/// A request-plane failure seen by the socket layer (the codecs' own errors are wrapped in
+/// [`TransportError::Plane`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TransportError {
+    /// The worker's address could not be dialed (refused, unreachable, timed out): 1.6.1's
+    /// `cannot_connect`. The request never reached the worker; retry elsewhere.
+    CannotConnect { addr: SocketAddr, detail: String },
+    /// The worker refused the frame with a non-empty ack (`Server unavailable: ...`,
+    /// `Server overloaded: ...`); `text` is the ack verbatim.
+    Rejected { text: String },
+    /// The request-plane connection broke before this frame's ack arrived.
+    ConnectionLost { addr: SocketAddr, detail: String },
+    /// No ack within [`ConnsConfig::ack_timeout`].
+    AckTimeout { addr: SocketAddr },
+    /// The worker did not connect back within the call-back deadline.
+    CallbackTimeout { subject: String, after: Duration },
+    /// The response stream ended (EOF, reset, or a sentinel) before `complete_final`:
+    /// 1.6.1's "Stream ended before generation completed" (`disconnected`).
+    StreamIncomplete { detail: String },
+    /// The stream prologue carried an error: the engine refused before streaming.
+    Prologue(String),
+    /// A codec or protocol error (encoding the request, decoding the stream).
+    Plane(PlaneError),
+}
+
+impl TransportError {
+    /// Whether the request may be retried / migrated to another worker (spec §9.1, §9.2).
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            TransportError::CannotConnect { .. }
+                | TransportError::ConnectionLost { .. }
+                | TransportError::Rejected { .. }
+                | TransportError::StreamIncomplete { .. }
+        )
+    }
+
+    /// Whether this is an `Server overloaded` refusal.
+    pub fn is_overloaded(&self) -> bool {
+        matches!(self, TransportError::Rejected { text } if text.starts_with("Server overloaded"))
+    }
+}
+
+impl fmt::Display for TransportError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TransportError::CannotConnect { addr, detail } => write!(f, "cannot connect to worker {addr}: {detail}"),
+            TransportError::Rejected { text } => write!(f, "worker refused the request: {text}"),
+            TransportError::ConnectionLost { addr, detail } => {
+                write!(f, "request-plane connection to {addr} lost before the ack: {detail}")
+            }
+            TransportError::AckTimeout { addr } => write!(f, "no ack from worker {addr}"),
+            TransportError::CallbackTimeout { subject, after } => {
+                write!(f, "worker did not call back for subject {subject} within {after:?}")
+            }
+            TransportError::StreamIncomplete { detail } => {
+                write!(f, "stream ended before generation completed: {detail}")
+            }
+            TransportError::Prologue(text) => write!(f, "worker refused the stream: {text}"),
+            TransportError::Plane(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for TransportError {}
+
+impl From<PlaneError> for TransportError {
+    fn from(e: PlaneError) -> Self {
+        TransportError::Plane(e)
+    }
+}
+
+impl From<TransportError> for crate::Error {
+    /// Every request-plane failure is the worker's: 503, as 1.6.1 answers.
+    fn from(e: TransportError) -> Self {
+        crate::Error::new(crate::Kind::ServiceUnavailable, "Service temporarily unavailable")
+            .with_side(crate::Side::Worker)
+            .with_cause(e)
+    }
+}
+
+/// Knobs of [`WorkerConns`].
+#[derive(Clone, Debug)]
+pub struct ConnsConfig {
+    pub connect_timeout: Duration,
+    /// How long a send waits for its ack.
+    pub ack_timeout: Duration,
+    /// `DYN_TCP_MAX_MESSAGE_SIZE`.
+    pub max_message_size: usize,
+}
+
+impl Default for ConnsConfig {
+    fn default() -> Self {
+        ConnsConfig {
+            connect_timeout: Duration::from_secs(5),
+            ack_timeout: Duration::from_secs(30),
+            max_message_size: DEFAULT_MAX_MESSAGE_SIZE,
+        }
+    }
+}
+
+#[derive(Default)]
+struct AckState {
+    result: Option<Result<(), TransportError>>,
+    waker: Option<Waker>,
+}
+
+type AckSlot = Rc<RefCell<AckState>>;
+
+fn complete(slot: &AckSlot, result: Result<(), TransportError>) {
+    let waker = {
+        let mut s = slot.borrow_mut();
+        s.result = Some(result);
+        s.waker.take()
+    };
+    if let Some(w) = waker {
+        w.wake();
+    }
+}
+
+#[derive(Default)]
+struct ConnState {
+    /// Encoded frames not yet handed to the writer.
+    out: Vec<u8>,
+    /// One slot per written-or-queued frame, oldest first.
+    pending: VecDeque<AckSlot>,
+    writer: Option<Waker>,
+    reader: Option<Waker>,
+    broken: bool,
+}
+
+struct Conn {
+    addr: SocketAddr,
+    st: RefCell<ConnState>,
+}
+
+struct Inner {
+    cfg: ConnsConfig,
+    conns: RefCell<HashMap<SocketAddr, Rc<Conn>>>,
+    dials: Cell<u64>,
+}
+
+impl Inner {
+    /// Mark `conn` broken: fail every pending send, stop its tasks, forget it.
+    fn fail(&self, conn: &Rc<Conn>, err: TransportError) {
+        let (pending, wakers) = {
+            let mut st = conn.st.borrow_mut();
+            st.broken = true;
+            st.out.clear();
+            (std::mem::take(&mut st.pending), [st.writer.take(), st.reader.take()])
+        };
+        {
+            let mut map = self.conns.borrow_mut();
+            if map.get(&conn.addr).is_some_and(|c| Rc::ptr_eq(c, conn)) {
+                map.remove(&conn.addr);
+            }
+        }
+        for slot in pending {
+            complete(&slot, Err(err.clone()));
+        }
+        for w in wakers.into_iter().flatten() {
+            w.wake();
+        }
+    }
+}
+
+/// The pipelined request-plane connections of one shard, one per worker address.
+#[derive(Clone)]
+pub struct WorkerConns {
+    inner: Rc<Inner>,
+}
+
+impl Default for WorkerConns {
+    fn default() -> Self {
+        WorkerConns::new(ConnsConfig::default())
+    }
+}
+
+impl WorkerConns {
+    pub fn new(cfg: ConnsConfig) -> Self {
+        WorkerConns { inner: Rc::new(Inner { cfg, conns: RefCell::new(HashMap::new()), dials: Cell::new(0) }) }
+    }
+
+    /// Connections currently open or being dialed.
+    pub fn connection_count(&self) -> usize {
+        self.inner.conns.borrow().len()
+    }
+
+    /// Dials attempted since creation (each new connection counts one).
+    pub fn dials(&self) -> u64 {
+        self.inner.dials.get()
+    }
+
+    /// Write one request frame to the worker at `addr` and wait for its ack.
+    ///
+    /// `Ok(())` = empty ack (the worker took the request; the answer comes on the call-back
+    /// stream). Must run inside the shard's monoio runtime.
+    pub async fn send(
+        &self,
+        addr: SocketAddr,
+        path: &str,
+        control: &RequestControlMessage,
+        body: &[u8],
+        headers: &[(&str, &str)],
+    ) -> Result<(), TransportError> {
+        let control = control.to_json()?;
+        let conn = self.conn(addr);
+        let slot = AckSlot::default();
+        let writer = {
+            let mut st = conn.st.borrow_mut();
+            let mark = st.out.len();
+            if let Err(e) =
+                encode_request_frame(&mut st.out, path, headers, &control, body, self.inner.cfg.max_message_size)
+            {
+                st.out.truncate(mark);
+                return Err(e.into());
+            }
+            st.pending.push_back(slot.clone());
+            st.writer.take()
+        };
+        if let Some(w) = writer {
+            w.wake();
+        }
+        let ack = poll_fn(|cx| {
+            let mut s = slot.borrow_mut();
+            match s.result.take() {
+                Some(r) => Poll::Ready(r),
+                None => {
+                    s.waker = Some(cx.waker().clone());
+                    Poll::Pending
+                }
+            }
+        });
+        monoio::select! {
+            r = ack => r,
+            _ = monoio::time::sleep(self.inner.cfg.ack_timeout) => Err(TransportError::AckTimeout { addr }),
+        }
+    }
+
+    /// The live connection to `addr`, or a new one (its writer task dials).
+    fn conn(&self, addr: SocketAddr) -> Rc<Conn> {
+        if let Some(c) = self.inner.conns.borrow().get(&addr) {
+            return c.clone();
+        }
+        let conn = Rc::new(Conn { addr, st: RefCell::new(ConnState::default()) });
+        self.inner.conns.borrow_mut().insert(addr, conn.clone());
+        self.inner.dials.set(self.inner.dials.get() + 1);
+        monoio::spawn(run_writer(self.inner.clone(), conn.clone()));
+        conn
+    }
+}
+
+async fn run_writer(inner: Rc<Inner>, conn: Rc<Conn>) {
+    let addr = conn.addr;
+    let dialed = monoio::select! {
+        r = TcpStream::connect(addr) => r.map_err(|e| e.to_string()),
+        _ = monoio::time::sleep(inner.cfg.connect_timeout) => Err("connect timed out".to_owned()),
+    };
+    let stream = match dialed {
+        Ok(s) => s,
+        Err(detail) => return inner.fail(&conn, TransportError::CannotConnect { addr, detail }),
+    };
+    let _ = stream.set_nodelay(true);
+    let (rd, mut wr) = stream.into_split();
+    monoio::spawn(run_reader(inner.clone(), conn.clone(), rd));
+    loop {
+        let next = poll_fn(|cx| {
+            let mut st = conn.st.borrow_mut();
+            if st.broken {
+                Poll::Ready(None)
+            } else if !st.out.is_empty() {
+                Poll::Ready(Some(std::mem::take(&mut st.out)))
+            } else {
+                st.writer = Some(cx.waker().clone());
+                Poll::Pending
+            }
+        })
+        .await;
+        let Some(buf) = next else { return };
+        let (res, mut buf) = wr.write_all(buf).await;
+        if let Err(e) = res {
+            return inner.fail(&conn, TransportError::ConnectionLost { addr, detail: e.to_string() });
+        }
+        // Give the (usually larger) buffer back for the next frames.
+        buf.clear();
+        let mut st = conn.st.borrow_mut();
+        if st.out.is_empty() && !st.broken {
+            st.out = buf;
+        }
+    }
+}
+
+async fn run_reader(inner: Rc<Inner>, conn: Rc<Conn>, mut rd: TcpOwnedReadHalf) {
+    let addr = conn.addr;
+    let decoder = AckDecoder::new(inner.cfg.max_message_size);
+    let mut buf = BytesMut::with_capacity(1024);
+    loop {
+        loop {
+            match decoder.decode(&mut buf) {
+                Ok(Decoded::Frame(ack)) => {
+                    let Some(slot) = conn.st.borrow_mut().pending.pop_front() else {
+                        let detail = "ack without a pending request".to_owned();
+                        return inner.fail(&conn, TransportError::ConnectionLost { addr, detail });
+                    };
+                    let result = match ack {
+                        Ack::Accepted => Ok(()),
+                        Ack::Rejected(text) => Err(TransportError::Rejected { text }),
+                    };
+                    complete(&slot, result);
+                }
+                Ok(Decoded::Incomplete { need }) => {
+                    buf.reserve(need.saturating_sub(buf.len()).max(1024));
+                    break;
+                }
+                Err(e) => return inner.fail(&conn, TransportError::ConnectionLost { addr, detail: e.to_string() }),
+            }
+        }
+        let broken = poll_fn(|cx| {
+            let mut st = conn.st.borrow_mut();
+            if st.broken {
+                Poll::Ready(())
+            } else {
+                st.reader = Some(cx.waker().clone());
+                Poll::Pending
+            }
+        });
+        let len = buf.len();
+        let read = rd.read(buf.slice_mut(len..));
+        let outcome = monoio::select! {
+            _ = broken => return,
+            (res, b) = read => match res {
+                Ok(0) => Err("closed by the worker".to_owned()),
+                Ok(_) => Ok(b.into_inner()),
+                Err(e) => Err(e.to_string()),
+            },
+        };
+        match outcome {
+            Ok(b) => buf = b,
+            Err(detail) => return inner.fail(&conn, TransportError::ConnectionLost { addr, detail }),
+        }
+    }
+}
+
+// ---------------------------------------------------------------- generate
+
+/// A shard's request plane: its worker connections and its call-back listener.
+#[derive(Clone)]
+pub struct RequestPlane {
+    pub conns: WorkerConns,
+    pub callbacks: CallbackServer,
+}
+
+impl RequestPlane {
+    pub fn new(conns: WorkerConns, callbacks: CallbackServer) -> Self {
+        RequestPlane { conns, callbacks }
+    }
+
+    /// Send one `PreprocessedRequest` to the worker at `worker` (endpoint `endpoint_path`,
+    /// `<instance hex>/<ns>/<component>/<endpoint>`) and return its response stream.
+    ///
+    /// A fresh subject is registered first; the stream yields
+    /// [`TransportError::CallbackTimeout`] if the worker has not connected back within
+    /// `callback_deadline` of this call. On error the subject is already gone.
+    pub async fn generate(
+        &self,
+        worker: SocketAddr,
+        endpoint_path: &str,
+        codec: Codec,
+        request: &PreprocessedRequest,
+        request_id: &str,
+        callback_deadline: Duration,
+    ) -> Result<ResponseStream, TransportError> {
+        let subject = super::callback::new_subject();
+        let stream = self.callbacks.register(&subject, codec, callback_deadline);
+        let info = TcpStreamInfo {
+            address: self.callbacks.addr().to_string(),
+            subject,
+            context: request_id.to_owned(),
+            stream_type: StreamType::Response,
+        };
+        let control = RequestControlMessage::single_in_many_out(request_id, codec, &info)?;
+        let body = codec.encode(request)?;
+        let ts = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        let ts = ts.to_string();
+        let headers = [("request-id", request_id), ("x-endpoint-path", endpoint_path), ("x-frontend-send-ts-ns", &ts)];
+        // On error `stream` drops here: the subject goes, and a worker that already called
+        // back is sent `kill`.
+        self.conns.send(worker, endpoint_path, &control, &body, &headers).await?;
+        Ok(stream)
+    }
+}

@@ -23,6 +23,7 @@
 //! shutdown). Nothing on the request path takes a lock.
 
 pub mod config;
+pub mod control;
 pub mod discovery;
 pub mod error;
 pub mod http1;

@@ -8,6 +8,7 @@
 use std::sync::Arc;
 
 use switchyard::config::{self, Action};
+use switchyard::control::Control;
 use switchyard::log;
 use switchyard::shard::Server;
 
@@ -55,10 +56,37 @@ fn main() {
         server.drivers.len(),
         server.drivers.first().copied().unwrap_or("?")
     ));
-    log::info("no discovery backend is built into this version yet: no models are served");
+    let control = match cfg.parsed.get("discovery_backend").as_str() {
+        Some("file") => {
+            let Some(root) = std::env::var_os("DYN_FILE_KV") else {
+                eprintln!("switchyard: error: --discovery-backend file needs DYN_FILE_KV (the store's directory)");
+                server.shutdown();
+                std::process::exit(1);
+            };
+            log::info(&format!("discovery: file store {}", std::path::Path::new(&root).display()));
+            match Control::start_file(&cfg, &server, root.into()) {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    eprintln!("switchyard: error: cannot start discovery: {e}");
+                    server.shutdown();
+                    std::process::exit(1);
+                }
+            }
+        }
+        other => {
+            log::info(&format!(
+                "discovery backend {} is not built into this version yet: no models are served",
+                other.unwrap_or("?")
+            ));
+            None
+        }
+    };
 
     let sig = wait_for(&signals);
     log::info(&format!("signal {sig} received: draining (grace {}s)", cfg.graceful_shutdown.as_secs_f64()));
+    if let Some(c) = control {
+        c.stop();
+    }
     server.shutdown();
     log::info("stopped");
 }

@@ -15,6 +15,29 @@ pub struct ModelEntry {
     pub context_window: u64,
 }
 
+/// A worker instance that serves a model.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Worker {
+    /// Where its request plane listens.
+    pub addr: std::net::SocketAddr,
+    /// Endpoint path put in every request frame.
+    pub path: String,
+    /// Body codec it advertised.
+    pub codec: crate::plane::payload::Codec,
+    pub instance_id: u64,
+}
+
+/// What a shard needs to serve one model.
+#[derive(Clone, Debug)]
+pub struct Serving {
+    pub files: std::sync::Arc<crate::tokenize::ModelFiles>,
+    /// One tokenizer per shard: shard `i` uses `tokenizers[i]` only.
+    pub tokenizers: std::sync::Arc<Vec<crate::tokenize::Tokenizer>>,
+    pub workers: Vec<Worker>,
+    /// The card checksum sent with every request.
+    pub mdc_sum: Option<String>,
+}
+
 /// What the frontend can serve right now.
 #[derive(Clone, Debug, Default)]
 pub struct Registry {
@@ -23,6 +46,8 @@ pub struct Registry {
     pub endpoints: Vec<String>,
     /// The endpoint records of live instances, as discovery stores them, for `/health`.
     pub instances: Vec<serde_json::Value>,
+    /// Serving data of each listed model, by name.
+    pub serving: std::collections::BTreeMap<String, std::sync::Arc<Serving>>,
 }
 
 impl Registry {

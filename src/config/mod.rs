@@ -86,7 +86,19 @@ const IMPLEMENTED: &[&str] = &[
     "idle_timeout_secs",
     "max_header_count",
     "max_header_bytes",
+    "exclude_tools_when_tool_choice_none",
 ];
+
+/// Options of which some values are implemented (the default always is).
+fn value_supported(dest: &str, v: &Value) -> bool {
+    match (dest, v) {
+        ("discovery_backend", Value::Str(s)) => s == "file",
+        // The event plane carries KV events, which only the kv router reads: with the other
+        // router modes Dynamo's frontend does not use it either.
+        ("event_plane", Value::Str(s)) => s == "zmq" || s == "nats",
+        _ => false,
+    }
+}
 
 /// The resolved configuration.
 #[derive(Clone, Debug)]
@@ -113,6 +125,8 @@ pub struct Config {
     /// `DYN_HTTP_LISTEN_BACKLOG`.
     pub listen_backlog: i32,
     pub paths: RoutePaths,
+    /// `--exclude-tools-when-tool-choice-none`.
+    pub exclude_tools_when_tool_choice_none: bool,
 }
 
 /// A configuration that cannot start: the message and the exit code.
@@ -290,7 +304,7 @@ fn validate_dynamo(p: &Parsed, warnings: &mut Vec<String>) -> Result<(), ConfigE
 fn refuse_unbuilt(p: &Parsed, env: &dyn Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
     let mut unbuilt = Vec::new();
     for (f, v, _) in &p.values {
-        if IMPLEMENTED.contains(&f.dest) || *v == Value::from_default(f.default) {
+        if IMPLEMENTED.contains(&f.dest) || *v == Value::from_default(f.default) || value_supported(f.dest, v) {
             continue;
         }
         unbuilt.push(format!("{} {}", f.primary(), show(v)));
@@ -394,6 +408,7 @@ fn typed(parsed: Parsed, env: &dyn Fn(&str) -> Option<String>) -> Result<Config,
         graceful_shutdown: Duration::from_secs(grace),
         listen_backlog: backlog,
         paths,
+        exclude_tools_when_tool_choice_none: boolean(p, "exclude_tools_when_tool_choice_none"),
         parsed,
     })
 }
@@ -496,6 +511,8 @@ mod tests {
 
     #[test]
     fn unbuilt_options_are_refused_by_name() {
+        run(&["--discovery-backend", "file"], &[]).unwrap();
+        assert!(run(&["--discovery-backend", "mem"], &[]).is_err());
         let e = run(&["--router-mode", "kv"], &[]).unwrap_err();
         assert!(e.message.contains("--router-mode kv"), "{}", e.message);
         let e = run(&[], &[("DYN_HTTP_SSE_KEEP_ALIVE_INTERVAL_MS", "100")]).unwrap_err();

@@ -264,6 +264,7 @@ impl FileStore {
             models,
             endpoints: endpoints.into_iter().collect(),
             instances: snap.instances.iter().map(|e| e.raw.clone()).collect(),
+            serving: Default::default(),
         }
     }
 }

@@ -14,6 +14,7 @@
 
 pub mod inference;
 pub mod ops;
+pub mod pipeline;
 pub mod routes;
 
 use std::rc::Rc;
@@ -73,7 +74,7 @@ impl Frontend {
             RouteId::Model => ops::model(&self.ctx, &path[route.path.len()..]),
             RouteId::Metrics => Ok(ops::metrics(&self.ctx).await),
             RouteId::OpenApi => Ok(ops::openapi(&self.routes)),
-            RouteId::ChatCompletions | RouteId::Completions => inference::handle(&self.ctx, route.id, req),
+            RouteId::ChatCompletions | RouteId::Completions => inference::handle(&self.ctx, route.id, req).await,
         }
     }
 }

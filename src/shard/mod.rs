@@ -62,6 +62,10 @@ pub struct Shared {
 /// A shard's own state, reachable from every task on it.
 pub struct ShardCtx {
     pub id: usize,
+    /// This shard's request plane: worker connections and its call-back listener.
+    pub plane: crate::plane::client::RequestPlane,
+    /// Round-robin position over a model's workers.
+    pub next_worker: std::cell::Cell<usize>,
     pub shared: Arc<Shared>,
     pub metrics: ShardMetrics,
     pub gate: Gate,
@@ -129,8 +133,16 @@ impl Server {
 
     /// Hand every shard a new Registry snapshot.
     pub fn publish(&self, registry: Arc<Registry>) {
-        for s in &self.inboxes {
-            let _ = s.send(ShardMsg::Registry(registry.clone()));
+        (self.publisher())(registry)
+    }
+
+    /// A function another thread can keep to publish Registry snapshots to every shard.
+    pub fn publisher(&self) -> impl Fn(Arc<Registry>) + Send + 'static {
+        let inboxes = self.inboxes.clone();
+        move |registry| {
+            for s in &inboxes {
+                let _ = s.send(ShardMsg::Registry(registry.clone()));
+            }
         }
     }
 
@@ -213,8 +225,21 @@ async fn shard_main(id: usize, listener: std::net::TcpListener, inbox: flume::Re
         linger: Duration::from_secs(5),
     };
     let grace = cfg.graceful_shutdown;
+    let callbacks = match crate::plane::callback::CallbackServer::from_env() {
+        Ok(c) => c,
+        Err(e) => {
+            crate::log::error(&format!("shard {id}: response-stream listener: {e}"));
+            return;
+        }
+    };
+    let plane = crate::plane::client::RequestPlane::new(
+        crate::plane::client::WorkerConns::new(crate::plane::client::ConnsConfig::default()),
+        callbacks,
+    );
     let ctx = Rc::new(ShardCtx {
         id,
+        plane,
+        next_worker: std::cell::Cell::new(0),
         shared: shared.clone(),
         metrics: ShardMetrics::default(),
         gate: Gate::new(),

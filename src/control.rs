@@ -1,0 +1,159 @@
+//! The control thread: discovery → Registry snapshots → every shard.
+//!
+//! Runs off the shards because everything here blocks: scanning the discovery store, reading
+//! model files, building tokenizers (hundreds of milliseconds each). For each change it builds
+//! an immutable [`Registry`] and hands the same `Arc` to every shard through its inbox; a shard
+//! swaps its snapshot between requests.
+//!
+//! Serving data per model ([`Serving`]): the parsed model files, one tokenizer instance *per
+//! shard* (shard `i` only ever touches `tokenizers[i]`, so no instance is shared between
+//! threads), and the workers that serve it. Model files are read from the paths the card
+//! names (shared storage, like the mocker's default); a card whose files are only reachable
+//! over HTTP is not served yet, and that is logged.
+
+use std::collections::HashMap;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use crate::config::Config;
+use crate::discovery::file::{watch, FileStore, PeriodicWake, Snapshot};
+use crate::discovery::records::{Codec as CardCodec, ModelInput};
+use crate::plane::payload::Codec;
+use crate::registry::{Registry, Serving, Worker};
+use crate::shard::Server;
+use crate::tokenize::ModelFiles;
+
+/// Everything the control thread keeps between snapshots.
+struct Builder {
+    shards: usize,
+    /// Loaded model directories, by directory.
+    files: HashMap<PathBuf, Arc<ModelFiles>>,
+    /// Per-shard tokenizers, by directory (built once).
+    tokenizers: HashMap<PathBuf, Arc<Vec<crate::tokenize::Tokenizer>>>,
+}
+
+impl Builder {
+    fn model_dir(card: &crate::discovery::records::ModelCard) -> Option<PathBuf> {
+        let (_, slot) = card.file_slots().into_iter().find(|(kind, _)| *kind == "tokenizer")?;
+        if slot.file.is_url() {
+            return None;
+        }
+        Path::new(&slot.file.path).parent().map(Path::to_path_buf)
+    }
+
+    fn load(&mut self, dir: &Path) -> Result<(Arc<ModelFiles>, Arc<Vec<crate::tokenize::Tokenizer>>), String> {
+        if let (Some(f), Some(t)) = (self.files.get(dir), self.tokenizers.get(dir)) {
+            return Ok((f.clone(), t.clone()));
+        }
+        let files = Arc::new(ModelFiles::load(dir).map_err(|e| e.to_string())?);
+        let toks: Vec<_> = (0..self.shards).map(|_| files.tokenizer()).collect::<Result<_, _>>()?;
+        let toks = Arc::new(toks);
+        self.files.insert(dir.to_path_buf(), files.clone());
+        self.tokenizers.insert(dir.to_path_buf(), toks.clone());
+        Ok((files, toks))
+    }
+
+    /// Add serving data for every model the snapshot serves.
+    fn add_serving(&mut self, registry: &mut Registry, snap: &Snapshot) {
+        for served in &snap.served {
+            let Some(tcp) = served.endpoint.tcp() else { continue };
+            let Some(addr) = resolve(&tcp.addr) else {
+                crate::log::warn(&format!("model {}: cannot resolve worker address {}", served.model, tcp.addr));
+                continue;
+            };
+            let codec = match served.endpoint.codec() {
+                Some(CardCodec::Json) => Codec::Json,
+                _ => Codec::Msgpack,
+            };
+            let worker = Worker { addr, path: tcp.path.clone(), codec, instance_id: served.endpoint.instance_id };
+            if let Some(existing) = registry.serving.get_mut(&served.model) {
+                Arc::make_mut(existing).workers.push(worker);
+                continue;
+            }
+            let input = served.card.model_input;
+            let loaded = match (input, Self::model_dir(&served.card)) {
+                (ModelInput::Tokens, Some(dir)) => match self.load(&dir) {
+                    Ok(x) => Some(x),
+                    Err(e) => {
+                        crate::log::error(&format!("model {}: not served: {e}", served.model));
+                        continue;
+                    }
+                },
+                (ModelInput::Tokens, None) => {
+                    crate::log::error(&format!(
+                        "model {}: not served: its tokenizer is not a local file (card files over HTTP are not supported yet)",
+                        served.model
+                    ));
+                    continue;
+                }
+                _ => {
+                    crate::log::error(&format!(
+                        "model {}: not served: only Tokens models are supported yet",
+                        served.model
+                    ));
+                    continue;
+                }
+            };
+            let (files, tokenizers) = loaded.expect("Tokens models have files");
+            registry.serving.insert(
+                served.model.clone(),
+                Arc::new(Serving { files, tokenizers, workers: vec![worker], mdc_sum: Some(served.card.mdc_sum()) }),
+            );
+        }
+        // Only models that can be served are listed.
+        registry.models.retain(|m| registry.serving.contains_key(&m.name));
+    }
+}
+
+fn resolve(addr: &str) -> Option<SocketAddr> {
+    addr.to_socket_addrs().ok()?.next()
+}
+
+/// Handle to the control thread.
+pub struct Control {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Control {
+    /// Start file discovery (`DYN_FILE_KV`, default `/tmp/dynamo_store_kv`) feeding `server`.
+    pub fn start_file(cfg: &Config, server: &Server, root: PathBuf) -> std::io::Result<Control> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let publisher = server.publisher();
+        let filter = cfg.namespace_filter();
+        let shards = server.drivers.len();
+        let stop2 = stop.clone();
+        let thread = std::thread::Builder::new().name("control".into()).spawn(move || {
+            let mut store = FileStore::new(root, filter);
+            let mut builder = Builder { shards, files: HashMap::new(), tokenizers: HashMap::new() };
+            let mut wake = PeriodicWake::default();
+            watch(
+                &mut store,
+                &mut wake,
+                &stop2,
+                |mut registry, snap| {
+                    builder.add_serving(&mut registry, snap);
+                    publisher(Arc::new(registry));
+                },
+                |e| crate::log::warn(&format!("discovery scan failed: {e}")),
+            );
+        })?;
+        Ok(Control { stop, thread: Some(thread) })
+    }
+
+    /// Stop the control thread and wait for it.
+    pub fn stop(mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Control {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Release);
+    }
+}

@@ -1,0 +1,450 @@
+//! A request's way through the frontend, as named stages called in order by [`run`]:
+//!
+//! 1. **parse** — deserialize and validate (400), in [`crate::openai`];
+//! 2. **resolve** — the model in the shard's Registry snapshot (404), its workers (503);
+//! 3. **preprocess** — chat template + tokenization with this shard's own tokenizer
+//!    ([`crate::tokenize::preprocess`]), then the `PreprocessedRequest` of the wire;
+//! 4. **route** — round-robin over the model's workers (shard-local counter);
+//! 5. **dispatch** — Dynamo's TCP request plane ([`crate::plane::client::RequestPlane`]);
+//! 6. **postprocess** — incremental detokenization and stop handling
+//!    ([`crate::tokenize::stop::PostProcessor`]) per worker frame;
+//! 7. **respond** — one JSON body, or SSE chunks written as they come
+//!    ([`crate::openai::response`]).
+//!
+//! Dropping the worker's response stream (client gone, stop string matched, max_tokens
+//! reached) sends `kill` to the worker. Every failure before the first byte is an error
+//! response; after it, an SSE error event followed by `[DONE]`: nothing hangs.
+
+use std::ops::Deref;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+
+use crate::error::{Error, Kind};
+use crate::http1::{Request, Response};
+use crate::openai::response::{self as body, Meta, Usage};
+use crate::openai::{self, completions::Prompt};
+use crate::plane::callback::{new_subject, ResponseStream};
+use crate::plane::payload::{
+    FinishReason as WireFinish, OutputOptions, PreprocessedRequest, RoutingHints, SamplingOptions,
+    StopConditions as WireStop,
+};
+use crate::plane::stream::StreamEvent;
+use crate::registry::Serving;
+use crate::shard::{local, ShardCtx};
+use crate::tokenize::preprocess::{chat_prompt, encode_completion_text, encode_prompt, PreprocessOptions};
+use crate::tokenize::stop::{PostProcessor, StopConditions, WorkerFinish};
+use crate::tokenize::Tokenizer;
+
+/// How long a worker may take to call back after acknowledging a request (1.6.1 waits
+/// forever; we answer 503 instead).
+const CALLBACK_DEADLINE: Duration = Duration::from_secs(30);
+
+/// Which API the request came in on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Api {
+    Chat,
+    Completions,
+}
+
+/// This shard's tokenizer of a model, kept alive by the `Serving` it belongs to.
+struct ShardTokenizer {
+    serving: Arc<Serving>,
+    shard: usize,
+}
+
+impl Deref for ShardTokenizer {
+    type Target = Tokenizer;
+    fn deref(&self) -> &Tokenizer {
+        &self.serving.tokenizers[self.shard]
+    }
+}
+
+/// Everything decided before dispatch.
+struct Plan {
+    api: Api,
+    model: String,
+    serving: Arc<Serving>,
+    wire: PreprocessedRequest,
+    stop: StopConditions,
+    skip_special_tokens: bool,
+    stream: bool,
+    include_usage: bool,
+}
+
+/// Run one inference request through every stage.
+pub async fn run(ctx: &Rc<ShardCtx>, api: Api, req: &Request) -> Result<Response, Error> {
+    let plan = prepare(ctx, api, req)?;
+    let worker = {
+        let workers = &plan.serving.workers;
+        let i = ctx.next_worker.get();
+        ctx.next_worker.set(i.wrapping_add(1));
+        workers[i % workers.len()].clone()
+    };
+    let request_id = new_subject();
+    let stream =
+        ctx.plane.generate(worker.addr, &worker.path, worker.codec, &plan.wire, &request_id, CALLBACK_DEADLINE).await?;
+    let created = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let id = match api {
+        Api::Chat => format!("chatcmpl-{request_id}"),
+        Api::Completions => format!("cmpl-{request_id}"),
+    };
+    if plan.stream {
+        let (tx, rx) = local::channel::<Bytes>();
+        monoio::spawn(stream_answer(plan, stream, id, created, tx, ctx.id));
+        return Ok(Response::stream(200, "text/event-stream", rx).with_header("cache-control", "no-cache"));
+    }
+    whole_answer(plan, stream, id, created, ctx.id).await
+}
+
+fn prepare(ctx: &ShardCtx, api: Api, req: &Request) -> Result<Plan, Error> {
+    // Stage 1: parse. Stage 2: resolve.
+    let (model, max_tokens, stops, stop_ids, ignore_eos, min_tokens, skip, incl, stream, usage, sampling) = match api {
+        Api::Chat => {
+            let r = openai::parse_chat(&req.body)?;
+            let sampling = SamplingOptions {
+                temperature: r.temperature,
+                top_p: r.top_p,
+                top_k: r.top_k,
+                min_p: r.min_p,
+                seed: r.seed,
+                presence_penalty: r.presence_penalty,
+                frequency_penalty: r.frequency_penalty,
+                repetition_penalty: r.repetition_penalty,
+                include_stop_str_in_output: r.include_stop_str_in_output,
+                ..Default::default()
+            };
+            (
+                r.model.clone(),
+                r.max_tokens(),
+                r.stop_strings().to_vec(),
+                r.stop_token_ids(),
+                r.ignore_eos(),
+                r.min_tokens,
+                r.skip_special_tokens(),
+                r.include_stop_str_in_output(),
+                r.is_streaming(),
+                r.include_usage(),
+                (sampling, Some(r)),
+            )
+        }
+        Api::Completions => {
+            let r = openai::parse_completion(&req.body)?;
+            let sampling = SamplingOptions {
+                temperature: r.temperature,
+                top_p: r.top_p,
+                top_k: r.top_k,
+                min_p: r.min_p,
+                seed: r.seed,
+                presence_penalty: r.presence_penalty,
+                frequency_penalty: r.frequency_penalty,
+                repetition_penalty: r.repetition_penalty,
+                include_stop_str_in_output: r.include_stop_str_in_output,
+                ..Default::default()
+            };
+            let prompt_ids = {
+                let registry = ctx.registry();
+                let serving = resolve(&registry, &r.model)?;
+                let tok = &serving.tokenizers[ctx.id];
+                match &r.prompt {
+                    Prompt::String(text) => encode_completion_text(tok, text)?,
+                    Prompt::IntegerArray(ids) => ids.clone(),
+                    Prompt::StringArray(v) if v.len() == 1 => encode_completion_text(tok, &v[0])?,
+                    Prompt::ArrayOfIntegerArray(v) if v.len() == 1 => v[0].clone(),
+                    _ => {
+                        return Err(Error::new(
+                            Kind::BadRequest,
+                            "batched prompts are not supported yet; send one prompt per request",
+                        ))
+                    }
+                }
+            };
+            let plan = (
+                r.model.clone(),
+                r.max_tokens(),
+                r.stop_strings().to_vec(),
+                r.stop_token_ids(),
+                r.ignore_eos(),
+                r.min_tokens,
+                r.skip_special_tokens(),
+                r.include_stop_str_in_output(),
+                r.is_streaming(),
+                r.include_usage(),
+                (sampling, None),
+            );
+            return finish_plan(ctx, api, plan, Some(prompt_ids), &req.body);
+        }
+    };
+    finish_plan(
+        ctx,
+        api,
+        (model, max_tokens, stops, stop_ids, ignore_eos, min_tokens, skip, incl, stream, usage, sampling),
+        None,
+        &req.body,
+    )
+}
+
+type Parsed = (
+    String,
+    Option<u32>,
+    Vec<String>,
+    Option<Vec<u32>>,
+    bool,
+    Option<u32>,
+    bool,
+    bool,
+    bool,
+    bool,
+    (SamplingOptions, Option<openai::NvCreateChatCompletionRequest>),
+);
+
+fn resolve(registry: &crate::registry::Registry, model: &str) -> Result<Arc<Serving>, Error> {
+    let serving = registry.serving.get(model).ok_or_else(|| Error::new(Kind::NotFound, "Model not found"))?;
+    if serving.workers.is_empty() {
+        return Err(Error::new(
+            Kind::ServiceUnavailable,
+            format!("Model `{model}` is not ready to serve requests yet"),
+        ));
+    }
+    Ok(serving.clone())
+}
+
+fn finish_plan(ctx: &ShardCtx, api: Api, p: Parsed, prompt_ids: Option<Vec<u32>>, body: &[u8]) -> Result<Plan, Error> {
+    let (model, max_tokens, stops, stop_ids, ignore_eos, min_tokens, skip, incl, stream, usage, (sampling, chat)) = p;
+    let registry = ctx.registry();
+    let serving = resolve(&registry, &model)?;
+    // Stage 3: preprocess.
+    let token_ids = match (prompt_ids, chat) {
+        (Some(ids), _) => ids,
+        (None, Some(chat)) => {
+            let opts = PreprocessOptions {
+                exclude_tools_when_tool_choice_none: ctx.shared.config.exclude_tools_when_tool_choice_none,
+            };
+            let prompt = chat_prompt(&chat, body, &serving.files, opts, None)?;
+            encode_prompt(&serving.tokenizers[ctx.id], &prompt)?
+        }
+        (None, None) => return Err(Error::new(Kind::Internal, "no prompt")),
+    };
+    let eos = serving.files.eos_token_ids.clone();
+    let wire = PreprocessedRequest {
+        model: model.clone(),
+        token_ids,
+        stop_conditions: WireStop {
+            max_tokens,
+            stop: (!stops.is_empty()).then(|| stops.clone()),
+            stop_token_ids: stop_ids.clone(),
+            stop_token_ids_hidden: (!ignore_eos).then(|| eos.clone()),
+            min_tokens,
+            ignore_eos: Some(ignore_eos),
+            ..Default::default()
+        },
+        sampling_options: sampling,
+        output_options: OutputOptions { skip_special_tokens: Some(skip), ..Default::default() },
+        eos_token_ids: eos.clone(),
+        mdc_sum: serving.mdc_sum.clone(),
+        annotations: Vec::new(),
+        routing: Some(RoutingHints::default()),
+        router_config_override: None,
+    };
+    let stop = StopConditions {
+        stop: stops,
+        stop_token_ids: stop_ids.unwrap_or_default(),
+        eos_token_ids: eos,
+        ignore_eos,
+        min_tokens: min_tokens.unwrap_or(0),
+        max_tokens,
+        include_stop_str_in_output: incl,
+    };
+    Ok(Plan { api, model, serving, wire, stop, skip_special_tokens: skip, stream, include_usage: usage })
+}
+
+fn worker_finish(r: &WireFinish) -> Result<WorkerFinish, Error> {
+    Ok(match r {
+        WireFinish::Eos => WorkerFinish::Eos,
+        WireFinish::Stop => WorkerFinish::Stop,
+        WireFinish::Length => WorkerFinish::Length,
+        WireFinish::Cancelled => WorkerFinish::Cancelled,
+        WireFinish::ContentFilter => WorkerFinish::ContentFilter,
+        WireFinish::Error(e) => {
+            return Err(Error::new(Kind::Internal, "Internal server error").with_cause(std::io::Error::other(e.clone())))
+        }
+    })
+}
+
+/// What one worker frame did to the answer.
+enum Progress {
+    /// Text to send (maybe empty), not finished.
+    Text(String),
+    /// Final text and the OpenAI finish reason.
+    Done(String, Option<&'static str>),
+}
+
+/// The postprocessing state of one answer.
+struct Answer {
+    post: PostProcessor<ShardTokenizer>,
+    prompt_tokens: u32,
+    cached_tokens: Option<u32>,
+}
+
+impl Answer {
+    fn new(plan: &Plan, shard: usize) -> Answer {
+        let tok = ShardTokenizer { serving: plan.serving.clone(), shard };
+        Answer {
+            post: PostProcessor::new(tok, plan.skip_special_tokens, plan.stop.clone()),
+            prompt_tokens: plan.wire.token_ids.len() as u32,
+            cached_tokens: None,
+        }
+    }
+
+    /// Feed the next event of the worker's stream.
+    fn on_event(
+        &mut self,
+        event: Option<Result<StreamEvent<crate::plane::callback::Item>, crate::plane::client::TransportError>>,
+    ) -> Result<Option<Progress>, Error> {
+        match event {
+            None | Some(Ok(StreamEvent::CompleteFinal)) | Some(Ok(StreamEvent::Sentinel)) => {
+                let step = self.post.on_worker_finish(WorkerFinish::Stop).map_err(internal)?;
+                let reason = step.finished.as_ref().and_then(|f| f.openai());
+                Ok(Some(Progress::Done(step.text.to_string(), reason.or(Some("stop")))))
+            }
+            Some(Ok(StreamEvent::Item(annotated))) => {
+                if let Some(err) = annotated.error {
+                    return Err(Error::new(Kind::Internal, "Internal server error")
+                        .with_cause(std::io::Error::other(format!("{err:?}"))));
+                }
+                let Some(out) = annotated.data else { return Ok(Some(Progress::Text(String::new()))) };
+                if let Some(u) = &out.completion_usage {
+                    self.prompt_tokens = u.prompt_tokens;
+                    if let Some(c) = u.prompt_tokens_details.as_ref().and_then(|d| d.cached_tokens) {
+                        self.cached_tokens = Some(c);
+                    }
+                }
+                let mut text = String::new();
+                let step = self.post.on_tokens(&out.token_ids).map_err(internal)?;
+                text.push_str(step.text);
+                if let Some(f) = step.finished {
+                    return Ok(Some(Progress::Done(text, f.openai())));
+                }
+                if let Some(r) = &out.finish_reason {
+                    let step = self.post.on_worker_finish(worker_finish(r)?).map_err(internal)?;
+                    text.push_str(step.text);
+                    let reason = step.finished.as_ref().and_then(|f| f.openai());
+                    return Ok(Some(Progress::Done(text, reason)));
+                }
+                Ok(Some(Progress::Text(text)))
+            }
+            Some(Ok(_)) => Ok(None),
+            Some(Err(e)) => Err(e.into()),
+        }
+    }
+
+    fn usage(&self) -> Usage {
+        Usage {
+            prompt_tokens: self.prompt_tokens,
+            completion_tokens: self.post.completion_tokens(),
+            cached_tokens: self.cached_tokens.or(Some(0)),
+        }
+    }
+}
+
+fn internal(e: String) -> Error {
+    Error::new(Kind::Internal, "Internal server error").with_cause(std::io::Error::other(e))
+}
+
+async fn whole_answer(
+    plan: Plan,
+    mut stream: ResponseStream,
+    id: String,
+    created: u64,
+    shard: usize,
+) -> Result<Response, Error> {
+    let mut answer = Answer::new(&plan, shard);
+    let mut text = String::new();
+    let reason = loop {
+        match answer.on_event(stream.next().await)? {
+            None => {}
+            Some(Progress::Text(t)) => text.push_str(&t),
+            Some(Progress::Done(t, reason)) => {
+                text.push_str(&t);
+                break reason;
+            }
+        }
+    };
+    drop(stream);
+    let meta = Meta { id: &id, created, model: &plan.model };
+    let mut out = Vec::with_capacity(text.len() + 256);
+    match plan.api {
+        Api::Chat => body::chat_completion(&mut out, &meta, &text, reason, &answer.usage()),
+        Api::Completions => body::completion(&mut out, &meta, &text, reason, &answer.usage()),
+    }
+    Ok(Response::json(200, out))
+}
+
+async fn stream_answer(
+    plan: Plan,
+    mut stream: ResponseStream,
+    id: String,
+    created: u64,
+    tx: local::Sender<Bytes>,
+    shard: usize,
+) {
+    let mut answer = Answer::new(&plan, shard);
+    let meta = Meta { id: &id, created, model: &plan.model };
+    let mut first = true;
+    loop {
+        let event = stream.next().await;
+        if tx.is_closed() {
+            return; // client gone: dropping `stream` sends `kill`
+        }
+        let mut out = Vec::new();
+        let done = match answer.on_event(event) {
+            Err(e) => {
+                body::stream_error(&mut out, e.message(), e.kind().openai_type(), e.status());
+                out.extend_from_slice(body::DONE);
+                let _ = tx.send(out.into());
+                return;
+            }
+            Ok(None) => continue,
+            Ok(Some(Progress::Text(t))) => {
+                if !t.is_empty() {
+                    chunk(&mut out, plan.api, &meta, Some(&t), first, None);
+                    first = false;
+                }
+                false
+            }
+            Ok(Some(Progress::Done(t, reason))) => {
+                if !t.is_empty() {
+                    chunk(&mut out, plan.api, &meta, Some(&t), first, None);
+                    first = false;
+                }
+                match plan.api {
+                    Api::Chat => body::chat_chunk(&mut out, &meta, None, first, reason),
+                    Api::Completions => body::completion_chunk(&mut out, &meta, Some(""), reason, None),
+                }
+                if plan.include_usage {
+                    match plan.api {
+                        Api::Chat => body::chat_usage_chunk(&mut out, &meta, &answer.usage()),
+                        Api::Completions => body::completion_chunk(&mut out, &meta, None, None, Some(&answer.usage())),
+                    }
+                }
+                out.extend_from_slice(body::DONE);
+                true
+            }
+        };
+        if !out.is_empty() && tx.send(out.into()).is_err() {
+            return;
+        }
+        if done {
+            return;
+        }
+    }
+}
+
+fn chunk(out: &mut Vec<u8>, api: Api, meta: &Meta<'_>, text: Option<&str>, first: bool, reason: Option<&str>) {
+    match api {
+        Api::Chat => body::chat_chunk(out, meta, text, first, reason),
+        Api::Completions => body::completion_chunk(out, meta, text, reason, None),
+    }
+}

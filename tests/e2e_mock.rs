@@ -1,0 +1,231 @@
+//! End to end through switchyard: file discovery finds the in-tree mock worker (registered
+//! in Dynamo's file-store format, real Qwen3 tokenizer files), and OpenAI requests go
+//! HTTP → validation → chat template → tokenizer → request plane → worker → call-back stream
+//! → detokenizer/stop handling → JSON or SSE.
+
+mod common;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::Client;
+use switchyard::control::Control;
+use switchyard::shard::Server;
+use switchyard::tokenize::ModelFiles;
+use switchyard::worker::{MockConfig, MockWorker};
+
+const ANSWER: &str = "Hello world! The quick brown fox jumps over the lazy dog.";
+
+fn qwen3_dir() -> PathBuf {
+    let base = match std::env::var_os("SWITCHYARD_MODELS") {
+        Some(d) => PathBuf::from(d),
+        None => PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache/switchyard-models"),
+    };
+    let dir = base.join("qwen3");
+    assert!(
+        dir.join("tokenizer.json").is_file(),
+        "run `bash scripts/fetch-models.sh` first ({} missing)",
+        dir.display()
+    );
+    dir
+}
+
+struct Setup {
+    server: Option<Server>,
+    control: Option<Control>,
+    worker: MockWorker,
+    _store: tempdir::Dir,
+    script: Vec<u32>,
+}
+
+mod tempdir {
+    pub struct Dir(pub std::path::PathBuf);
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+impl Drop for Setup {
+    fn drop(&mut self) {
+        if let Some(c) = self.control.take() {
+            c.stop();
+        }
+        if let Some(s) = self.server.take() {
+            s.shutdown();
+        }
+        self.worker.stop();
+    }
+}
+
+fn setup(tag: &str) -> Setup {
+    let dir = qwen3_dir();
+    let files = ModelFiles::load(&dir).unwrap();
+    let script = files.tokenizer().unwrap().encode(ANSWER).unwrap();
+    let store = tempdir::Dir(std::env::temp_dir().join(format!("sy-e2e-{tag}-{}", std::process::id())));
+    let _ = std::fs::remove_dir_all(&store.0);
+    std::fs::create_dir_all(&store.0).unwrap();
+    let worker = MockWorker::start(MockConfig {
+        fast: true,
+        script: Some(script.clone()),
+        model_name: "qwen3-mock".into(),
+        model_dir: Some(dir),
+        ..MockConfig::default()
+    })
+    .unwrap();
+    worker.register_file(&store.0).unwrap();
+    let args: Vec<String> = [
+        "--http-host",
+        "127.0.0.1",
+        "--http-port",
+        "0",
+        "--shards",
+        "2",
+        "--no-pin-shards",
+        "--discovery-backend",
+        "file",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let (_, cfg, _) = switchyard::config::load(&args, &|_| None).unwrap();
+    let cfg = Arc::new(cfg.unwrap());
+    let server = Server::start(cfg.clone()).unwrap();
+    let control = Control::start_file(&cfg, &server, store.0.clone()).unwrap();
+    // The model shows up once the control thread has loaded it.
+    let t0 = Instant::now();
+    loop {
+        let r = Client::connect(server.addr).roundtrip(b"GET /v1/models HTTP/1.1\r\n\r\n");
+        if r.json()["data"].as_array().is_some_and(|d| !d.is_empty()) {
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(20), "the model never appeared in /v1/models");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Setup { server: Some(server), control: Some(control), worker, _store: store, script }
+}
+
+fn post(s: &Setup, path: &str, body: &serde_json::Value) -> common::Resp {
+    let body = body.to_string();
+    let req = format!(
+        "POST {path} HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    Client::connect(s.server.as_ref().unwrap().addr).roundtrip(req.as_bytes())
+}
+
+/// Read a chunked SSE body from a raw response and return the `data:` payloads.
+fn sse_events(s: &Setup, body: &serde_json::Value) -> Vec<String> {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let body = body.to_string();
+    let mut stream = std::net::TcpStream::connect(s.server.as_ref().unwrap().addr).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    write!(
+        stream,
+        "POST /v1/chat/completions HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut r = BufReader::new(stream);
+    let mut line = String::new();
+    r.read_line(&mut line).unwrap();
+    assert!(line.starts_with("HTTP/1.1 200"), "{line}");
+    loop {
+        line.clear();
+        r.read_line(&mut line).unwrap();
+        if line == "\r\n" {
+            break;
+        }
+    }
+    let mut raw = Vec::new();
+    loop {
+        line.clear();
+        r.read_line(&mut line).unwrap();
+        let n = usize::from_str_radix(line.trim(), 16).unwrap();
+        let mut chunk = vec![0u8; n + 2];
+        r.read_exact(&mut chunk).unwrap();
+        if n == 0 {
+            break;
+        }
+        raw.extend_from_slice(&chunk[..n]);
+    }
+    let text = String::from_utf8(raw).unwrap();
+    text.split("\n\n").filter(|e| !e.is_empty()).map(|e| e.strip_prefix("data: ").unwrap().to_string()).collect()
+}
+
+#[test]
+fn chat_whole_and_streamed_through_a_worker() {
+    let s = setup("chat");
+    let msg = serde_json::json!({"model": "qwen3-mock", "messages": [{"role": "user", "content": "Hello there"}]});
+    let r = post(&s, "/v1/chat/completions", &msg);
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let v = r.json();
+    assert_eq!(v["object"], "chat.completion");
+    assert_eq!(v["choices"][0]["message"]["content"], ANSWER);
+    assert_eq!(v["choices"][0]["message"]["role"], "assistant");
+    assert_eq!(v["choices"][0]["finish_reason"], "stop");
+    // "Hello there" as one user turn is 10 prompt tokens with Qwen3's template (as 1.6.1 sends).
+    assert_eq!(v["usage"]["prompt_tokens"], 10);
+    assert_eq!(v["usage"]["completion_tokens"], s.script.len());
+
+    let mut streamed = msg.clone();
+    streamed["stream"] = true.into();
+    streamed["stream_options"] = serde_json::json!({"include_usage": true});
+    let events = sse_events(&s, &streamed);
+    assert_eq!(events.last().map(String::as_str), Some("[DONE]"));
+    let mut text = String::new();
+    let mut finish = None;
+    let mut usage = None;
+    for e in &events[..events.len() - 1] {
+        let v: serde_json::Value = serde_json::from_str(e).unwrap();
+        assert_eq!(v["object"], "chat.completion.chunk");
+        if let Some(c) = v["choices"].get(0) {
+            text.push_str(c["delta"]["content"].as_str().unwrap_or(""));
+            if !c["finish_reason"].is_null() {
+                finish = Some(c["finish_reason"].clone());
+            }
+        } else {
+            usage = Some(v["usage"].clone());
+        }
+    }
+    assert_eq!(text, ANSWER);
+    assert_eq!(finish, Some("stop".into()));
+    assert_eq!(usage.unwrap()["completion_tokens"], s.script.len());
+}
+
+#[test]
+fn limits_stops_completions_and_errors() {
+    let s = setup("limits");
+    let r = post(
+        &s,
+        "/v1/chat/completions",
+        &serde_json::json!({"model": "qwen3-mock", "max_tokens": 3, "messages": [{"role": "user", "content": "hi"}]}),
+    );
+    let v = r.json();
+    assert_eq!(v["choices"][0]["finish_reason"], "length");
+    assert_eq!(v["usage"]["completion_tokens"], 3);
+
+    let r = post(
+        &s,
+        "/v1/chat/completions",
+        &serde_json::json!({"model": "qwen3-mock", "stop": ["brown"], "messages": [{"role": "user", "content": "hi"}]}),
+    );
+    let v = r.json();
+    assert_eq!(v["choices"][0]["message"]["content"], "Hello world! The quick ");
+    assert_eq!(v["choices"][0]["finish_reason"], "stop");
+
+    let r = post(&s, "/v1/completions", &serde_json::json!({"model": "qwen3-mock", "prompt": "Once upon a time"}));
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let v = r.json();
+    assert_eq!(v["object"], "text_completion");
+    assert_eq!(v["choices"][0]["text"], ANSWER);
+
+    let r = post(
+        &s,
+        "/v1/chat/completions",
+        &serde_json::json!({"model": "nope", "messages": [{"role": "user", "content": "hi"}]}),
+    );
+    assert_eq!((r.status, r.json()["message"].as_str()), (404, Some("Model not found")));
+}

@@ -16,6 +16,11 @@ use switchyard::shard::Server;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("mock-worker") {
+        mock_worker(&args[1..]);
+        return;
+    }
     let (action, cfg, warnings) = match config::from_process() {
         Ok(x) => x,
         Err(e) => {
@@ -89,6 +94,34 @@ fn main() {
     }
     server.shutdown();
     log::info("stopped");
+}
+
+/// `switchyard mock-worker …`: the in-tree mock worker as a process, until a signal.
+fn mock_worker(args: &[String]) {
+    let parsed = match switchyard::worker::cli::parse(args, &|k| std::env::var(k).ok()) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("switchyard mock-worker: {e}");
+            std::process::exit(2);
+        }
+    };
+    let signals = block_termination_signals();
+    let store = parsed.file_kv.clone();
+    let worker = match switchyard::worker::cli::start(parsed) {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("switchyard mock-worker: {e}");
+            std::process::exit(1);
+        }
+    };
+    log::info(&format!(
+        "mock worker for {} listening on {} (registered in {})",
+        worker.config().model_name,
+        worker.addr(),
+        store.display()
+    ));
+    wait_for(&signals);
+    drop(worker);
 }
 
 /// Block SIGTERM and SIGINT in this thread (and so in every thread spawned later).

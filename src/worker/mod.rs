@@ -60,6 +60,7 @@
 //! and verifies it). The files are referenced by local path (shared storage); serving them
 //! over HTTP like a worker with `DYN_SYSTEM_PORT` is not built yet.
 
+pub mod cli;
 mod register;
 mod serve;
 

@@ -1,0 +1,96 @@
+//! `switchyard mock-worker`: run the in-tree mock worker as its own process, registered in
+//! a Dynamo file store, so any frontend — switchyard or `python -m dynamo.frontend` — can
+//! serve it.
+//!
+//! ```text
+//! switchyard mock-worker --model-path DIR [--model-name NAME] [--file-kv DIR]
+//!     [--ttft-ms 10] [--itl-ms 1] [--output-tokens 16] [--fast] [--codec msgpack|json]
+//! ```
+//! The store defaults to `$DYN_FILE_KV`; the listen host to `$DYN_TCP_RPC_HOST` (else
+//! 127.0.0.1). The worker stays up until SIGTERM/SIGINT, then removes its records.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::{MockConfig, MockWorker};
+use crate::plane::payload::Codec;
+
+const USAGE: &str = "usage: switchyard mock-worker --model-path DIR [--model-name NAME] [--file-kv DIR] \
+[--ttft-ms N] [--itl-ms N] [--output-tokens N] [--fast] [--codec msgpack|json] [--vocab-size N]";
+
+/// Parsed `mock-worker` arguments.
+#[derive(Debug)]
+pub struct MockArgs {
+    pub config: MockConfig,
+    pub file_kv: PathBuf,
+}
+
+fn number<T: std::str::FromStr>(flag: &str, v: Option<&String>) -> Result<T, String> {
+    v.ok_or_else(|| format!("{flag} needs a value"))?.parse().map_err(|_| format!("{flag}: not a number"))
+}
+
+/// Parse the arguments after `mock-worker`.
+pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<MockArgs, String> {
+    let mut cfg = MockConfig::default();
+    let mut file_kv = env("DYN_FILE_KV").map(PathBuf::from);
+    let mut model_name = None;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--model-path" => cfg.model_dir = Some(PathBuf::from(it.next().ok_or("--model-path needs a value")?)),
+            "--model-name" => model_name = Some(it.next().ok_or("--model-name needs a value")?.clone()),
+            "--file-kv" => file_kv = Some(PathBuf::from(it.next().ok_or("--file-kv needs a value")?)),
+            "--ttft-ms" => cfg.ttft = Duration::from_millis(number("--ttft-ms", it.next())?),
+            "--itl-ms" => cfg.itl = Duration::from_millis(number("--itl-ms", it.next())?),
+            "--output-tokens" => cfg.output_tokens = number("--output-tokens", it.next())?,
+            "--vocab-size" => cfg.vocab_size = number("--vocab-size", it.next())?,
+            "--fast" => cfg.fast = true,
+            "--codec" => {
+                cfg.codec = match it.next().map(String::as_str) {
+                    Some("msgpack") => Codec::Msgpack,
+                    Some("json") => Codec::Json,
+                    _ => return Err("--codec takes msgpack or json".into()),
+                }
+            }
+            "-h" | "--help" => return Err(USAGE.into()),
+            other => return Err(format!("unknown argument {other}\n{USAGE}")),
+        }
+    }
+    let dir = cfg.model_dir.clone().ok_or_else(|| format!("--model-path is required\n{USAGE}"))?;
+    if !dir.join("tokenizer.json").is_file() {
+        return Err(format!("--model-path {}: no tokenizer.json there", dir.display()));
+    }
+    // Dynamo names a model after its path unless told otherwise.
+    cfg.model_name = model_name.unwrap_or_else(|| dir.display().to_string());
+    if let Some(host) = env("DYN_TCP_RPC_HOST") {
+        let ip = host.parse().map_err(|_| format!("DYN_TCP_RPC_HOST: {host} is not an IP address"))?;
+        cfg.listen = std::net::SocketAddr::new(ip, 0);
+    }
+    let file_kv = file_kv.ok_or("set DYN_FILE_KV or pass --file-kv (the discovery store directory)")?;
+    Ok(MockArgs { config: cfg, file_kv })
+}
+
+/// Start the worker, register it, and return it (the caller waits for a signal, then drops
+/// it, which removes the records).
+pub fn start(args: MockArgs) -> std::io::Result<MockWorker> {
+    std::fs::create_dir_all(&args.file_kv)?;
+    let worker = MockWorker::start(args.config)?;
+    worker.register_file(&args.file_kv)?;
+    Ok(worker)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arguments() {
+        let env = |k: &str| (k == "DYN_FILE_KV").then(|| "/tmp/kv".to_string());
+        let e = parse(&[], &env).unwrap_err();
+        assert!(e.contains("--model-path is required"));
+        let e = parse(&["--bogus".into()], &env).unwrap_err();
+        assert!(e.contains("unknown argument --bogus"));
+        let e = parse(&["--ttft-ms".into(), "x".into()], &env).unwrap_err();
+        assert!(e.contains("not a number"));
+    }
+}

@@ -229,3 +229,29 @@ fn limits_stops_completions_and_errors() {
     );
     assert_eq!((r.status, r.json()["message"].as_str()), (404, Some("Model not found")));
 }
+
+/// A prompt far over the inline limit goes through the shard's tokenizer helper thread and
+/// must give exactly the ids an inline encode gives.
+#[test]
+fn long_prompts_are_tokenized_on_the_helper_exactly() {
+    use switchyard::tokenize::offload::INLINE_MAX_BYTES;
+    use switchyard::tokenize::preprocess::{chat_prompt, encode_prompt, PreprocessOptions};
+    let s = setup("long");
+    let mut content = String::new();
+    let mut i = 0u64;
+    while content.len() < 4 * INLINE_MAX_BYTES {
+        content.push_str(&format!("paragraph {i}: the brown fox {} jumps; 你好 {} ", i * 7919 % 1000, i % 13));
+        i += 1;
+    }
+    let body =
+        serde_json::json!({"model": "qwen3-mock", "max_tokens": 2, "messages": [{"role": "user", "content": content}]});
+    let files = ModelFiles::load(qwen3_dir()).unwrap();
+    let text = body.to_string();
+    let req = switchyard::openai::parse_chat(text.as_bytes()).unwrap();
+    let prompt = chat_prompt(&req, text.as_bytes(), &files, PreprocessOptions::default(), None).unwrap();
+    let want = encode_prompt(&files.tokenizer().unwrap(), &prompt).unwrap().len();
+    assert!(prompt.len() > INLINE_MAX_BYTES);
+    let r = post(&s, "/v1/chat/completions", &body);
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.json()["usage"]["prompt_tokens"], want);
+}

@@ -34,7 +34,8 @@ use crate::plane::payload::{
 use crate::plane::stream::StreamEvent;
 use crate::registry::Serving;
 use crate::shard::{local, ShardCtx};
-use crate::tokenize::preprocess::{chat_prompt, encode_completion_text, encode_prompt, PreprocessOptions};
+use crate::tokenize::offload;
+use crate::tokenize::preprocess::{chat_prompt, PreprocessOptions};
 use crate::tokenize::stop::{PostProcessor, StopConditions, WorkerFinish};
 use crate::tokenize::Tokenizer;
 
@@ -62,9 +63,19 @@ impl Deref for ShardTokenizer {
     }
 }
 
+/// The prompt before tokenization: text is encoded asynchronously (long texts off the shard).
+enum PromptInput {
+    /// Rendered chat text (encoded without added special tokens).
+    Chat(String),
+    /// Completion text (encoded with the tokenizer's own special tokens).
+    Text(String),
+    Ids(Vec<u32>),
+}
+
 /// Everything decided before dispatch.
 struct Plan {
     api: Api,
+    prompt: Option<PromptInput>,
     model: String,
     serving: Arc<Serving>,
     wire: PreprocessedRequest,
@@ -76,7 +87,25 @@ struct Plan {
 
 /// Run one inference request through every stage.
 pub async fn run(ctx: &Rc<ShardCtx>, api: Api, req: &Request) -> Result<Response, Error> {
-    let plan = prepare(ctx, api, req)?;
+    let mut plan = prepare(ctx, api, req)?;
+    // Stage 3 (end): tokenization, inline for chat-sized prompts, on the shard's helper
+    // thread for long ones.
+    let (text, special) = match plan.prompt.take() {
+        Some(PromptInput::Chat(t)) => (t, false),
+        Some(PromptInput::Text(t)) => (t, true),
+        Some(PromptInput::Ids(ids)) => {
+            plan.wire.token_ids = ids;
+            (String::new(), false)
+        }
+        None => (String::new(), false),
+    };
+    if !text.is_empty() || plan.wire.token_ids.is_empty() {
+        let serving = plan.serving.clone();
+        plan.wire.token_ids =
+            offload::encode(&serving.tokenizers[ctx.id], || ctx.offload(&serving.files), text, special)
+                .await
+                .map_err(|e| Error::new(Kind::Internal, e))?;
+    }
     let worker = {
         let workers = &plan.serving.workers;
         let i = ctx.next_worker.get();
@@ -144,21 +173,16 @@ fn prepare(ctx: &ShardCtx, api: Api, req: &Request) -> Result<Plan, Error> {
                 include_stop_str_in_output: r.include_stop_str_in_output,
                 ..Default::default()
             };
-            let prompt_ids = {
-                let registry = ctx.registry();
-                let serving = resolve(&registry, &r.model)?;
-                let tok = &serving.tokenizers[ctx.id];
-                match &r.prompt {
-                    Prompt::String(text) => encode_completion_text(tok, text)?,
-                    Prompt::IntegerArray(ids) => ids.clone(),
-                    Prompt::StringArray(v) if v.len() == 1 => encode_completion_text(tok, &v[0])?,
-                    Prompt::ArrayOfIntegerArray(v) if v.len() == 1 => v[0].clone(),
-                    _ => {
-                        return Err(Error::new(
-                            Kind::BadRequest,
-                            "batched prompts are not supported yet; send one prompt per request",
-                        ))
-                    }
+            let prompt = match &r.prompt {
+                Prompt::String(text) => PromptInput::Text(text.clone()),
+                Prompt::IntegerArray(ids) => PromptInput::Ids(ids.clone()),
+                Prompt::StringArray(v) if v.len() == 1 => PromptInput::Text(v[0].clone()),
+                Prompt::ArrayOfIntegerArray(v) if v.len() == 1 => PromptInput::Ids(v[0].clone()),
+                _ => {
+                    return Err(Error::new(
+                        Kind::BadRequest,
+                        "batched prompts are not supported yet; send one prompt per request",
+                    ))
                 }
             };
             let plan = (
@@ -174,7 +198,7 @@ fn prepare(ctx: &ShardCtx, api: Api, req: &Request) -> Result<Plan, Error> {
                 r.include_usage(),
                 (sampling, None),
             );
-            return finish_plan(ctx, api, plan, Some(prompt_ids), &req.body);
+            return finish_plan(ctx, api, plan, Some(prompt), &req.body);
         }
     };
     finish_plan(
@@ -211,26 +235,25 @@ fn resolve(registry: &crate::registry::Registry, model: &str) -> Result<Arc<Serv
     Ok(serving.clone())
 }
 
-fn finish_plan(ctx: &ShardCtx, api: Api, p: Parsed, prompt_ids: Option<Vec<u32>>, body: &[u8]) -> Result<Plan, Error> {
+fn finish_plan(ctx: &ShardCtx, api: Api, p: Parsed, prompt: Option<PromptInput>, body: &[u8]) -> Result<Plan, Error> {
     let (model, max_tokens, stops, stop_ids, ignore_eos, min_tokens, skip, incl, stream, usage, (sampling, chat)) = p;
     let registry = ctx.registry();
     let serving = resolve(&registry, &model)?;
-    // Stage 3: preprocess.
-    let token_ids = match (prompt_ids, chat) {
-        (Some(ids), _) => ids,
+    // Stage 3: preprocess (the chat template here; tokenization, which may be long, in `run`).
+    let prompt = match (prompt, chat) {
+        (Some(p), _) => p,
         (None, Some(chat)) => {
             let opts = PreprocessOptions {
                 exclude_tools_when_tool_choice_none: ctx.shared.config.exclude_tools_when_tool_choice_none,
             };
-            let prompt = chat_prompt(&chat, body, &serving.files, opts, None)?;
-            encode_prompt(&serving.tokenizers[ctx.id], &prompt)?
+            PromptInput::Chat(chat_prompt(&chat, body, &serving.files, opts, None)?)
         }
         (None, None) => return Err(Error::new(Kind::Internal, "no prompt")),
     };
     let eos = serving.files.eos_token_ids.clone();
     let wire = PreprocessedRequest {
         model: model.clone(),
-        token_ids,
+        token_ids: Vec::new(),
         stop_conditions: WireStop {
             max_tokens,
             stop: (!stops.is_empty()).then(|| stops.clone()),
@@ -257,7 +280,17 @@ fn finish_plan(ctx: &ShardCtx, api: Api, p: Parsed, prompt_ids: Option<Vec<u32>>
         max_tokens,
         include_stop_str_in_output: incl,
     };
-    Ok(Plan { api, model, serving, wire, stop, skip_special_tokens: skip, stream, include_usage: usage })
+    Ok(Plan {
+        api,
+        prompt: Some(prompt),
+        model,
+        serving,
+        wire,
+        stop,
+        skip_special_tokens: skip,
+        stream,
+        include_usage: usage,
+    })
 }
 
 fn worker_finish(r: &WireFinish) -> Result<WorkerFinish, Error> {

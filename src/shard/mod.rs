@@ -66,6 +66,8 @@ pub struct ShardCtx {
     pub plane: crate::plane::client::RequestPlane,
     /// Round-robin position over a model's workers.
     pub next_worker: std::cell::Cell<usize>,
+    /// Tokenizer helper threads for long prompts, by model directory (started on first use).
+    pub offloads: RefCell<std::collections::HashMap<std::path::PathBuf, Rc<crate::tokenize::offload::Offload>>>,
     pub shared: Arc<Shared>,
     pub metrics: ShardMetrics,
     pub gate: Gate,
@@ -75,6 +77,23 @@ pub struct ShardCtx {
 }
 
 impl ShardCtx {
+    /// This shard's tokenizer helper thread for `files` (started on first use; the spawn does
+    /// not block, the helper builds its tokenizer on its own thread).
+    pub fn offload(
+        &self,
+        files: &Arc<crate::tokenize::ModelFiles>,
+    ) -> Result<Rc<crate::tokenize::offload::Offload>, String> {
+        if let Some(o) = self.offloads.borrow().get(&files.dir) {
+            return Ok(o.clone());
+        }
+        let o = Rc::new(
+            crate::tokenize::offload::Offload::start(files.clone(), format!("tokenize-{}", self.id))
+                .map_err(|e| format!("cannot start the tokenizer helper: {e}"))?,
+        );
+        self.offloads.borrow_mut().insert(files.dir.clone(), o.clone());
+        Ok(o)
+    }
+
     /// The Registry snapshot new requests should use.
     pub fn registry(&self) -> Arc<Registry> {
         self.registry.borrow().clone()
@@ -240,6 +259,7 @@ async fn shard_main(id: usize, listener: std::net::TcpListener, inbox: flume::Re
         id,
         plane,
         next_worker: std::cell::Cell::new(0),
+        offloads: RefCell::new(std::collections::HashMap::new()),
         shared: shared.clone(),
         metrics: ShardMetrics::default(),
         gate: Gate::new(),

@@ -22,6 +22,7 @@ pub const INLINE_MAX_BYTES: usize = 16 * 1024;
 
 struct Job {
     text: String,
+    add_special_tokens: bool,
     reply: flume::Sender<Result<Vec<u32>, String>>,
 }
 
@@ -46,7 +47,9 @@ impl Offload {
                 }
             };
             for job in rx.iter() {
-                let _ = job.reply.send(tokenizer.encode(&job.text));
+                let mut ids = Vec::new();
+                let r = tokenizer.encode_into(&job.text, job.add_special_tokens, &mut ids).map(|_| ids);
+                let _ = job.reply.send(r);
             }
         })?;
         Ok(Offload { jobs: Some(tx), thread: Some(thread) })
@@ -54,9 +57,14 @@ impl Offload {
 
     /// Tokenize `text` on the helper thread; the calling task waits, its shard does not.
     pub async fn encode(&self, text: String) -> Result<Vec<u32>, String> {
+        self.encode_with(text, false).await
+    }
+
+    /// [`Offload::encode`], optionally adding the tokenizer's own special tokens.
+    pub async fn encode_with(&self, text: String, add_special_tokens: bool) -> Result<Vec<u32>, String> {
         let (reply, result) = flume::bounded(1);
         let jobs = self.jobs.as_ref().ok_or("tokenizer helper stopped")?;
-        jobs.send(Job { text, reply }).map_err(|_| "tokenizer helper stopped".to_string())?;
+        jobs.send(Job { text, add_special_tokens, reply }).map_err(|_| "tokenizer helper stopped".to_string())?;
         result.recv_async().await.map_err(|_| "tokenizer helper stopped".to_string())?
     }
 }
@@ -70,10 +78,18 @@ impl Drop for Offload {
     }
 }
 
-/// Encode `text` inline when it is short, on the helper otherwise.
-pub async fn encode(inline: &Tokenizer, helper: &Offload, text: &str) -> Result<Vec<u32>, String> {
+/// Encode `text` inline when it is short, on the helper (started on first use by `helper`)
+/// otherwise.
+pub async fn encode(
+    inline: &Tokenizer,
+    helper: impl FnOnce() -> Result<std::rc::Rc<Offload>, String>,
+    text: String,
+    add_special_tokens: bool,
+) -> Result<Vec<u32>, String> {
     if text.len() <= INLINE_MAX_BYTES {
-        return inline.encode(text);
+        let mut ids = Vec::new();
+        inline.encode_into(&text, add_special_tokens, &mut ids)?;
+        return Ok(ids);
     }
-    helper.encode(text.to_string()).await
+    helper()?.encode_with(text, add_special_tokens).await
 }

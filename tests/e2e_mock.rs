@@ -255,3 +255,37 @@ fn long_prompts_are_tokenized_on_the_helper_exactly() {
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
     assert_eq!(r.json()["usage"]["prompt_tokens"], want);
 }
+
+#[test]
+fn per_request_metric_families() {
+    let s = setup("metrics");
+    let msg = serde_json::json!({"model": "qwen3-mock", "messages": [{"role": "user", "content": "Hello there"}]});
+    let r = post(&s, "/v1/chat/completions", &msg);
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let mut streamed = msg.clone();
+    streamed["stream"] = true.into();
+    assert_eq!(sse_events(&s, &streamed).last().map(String::as_str), Some("[DONE]"));
+    let mut unknown = msg.clone();
+    unknown["model"] = "no-such-model".into();
+    assert_eq!(post(&s, "/v1/chat/completions", &unknown).status, 404);
+
+    let r = Client::connect(s.server.as_ref().unwrap().addr).roundtrip(b"GET /metrics HTTP/1.1\r\n\r\n");
+    assert_eq!(r.status, 200);
+    let text = String::from_utf8(r.body).unwrap();
+    let n = s.script.len();
+    for line in [
+        "dynamo_frontend_requests_total{endpoint=\"chat_completions\",error_type=\"\",model=\"qwen3-mock\",request_type=\"unary\",status=\"success\"} 1".to_string(),
+        "dynamo_frontend_requests_total{endpoint=\"chat_completions\",error_type=\"\",model=\"qwen3-mock\",request_type=\"stream\",status=\"success\"} 1".to_string(),
+        "dynamo_frontend_requests_total{endpoint=\"chat_completions\",error_type=\"not_found\",model=\"unknown_model\",request_type=\"unary\",status=\"error\"} 1".to_string(),
+        "dynamo_frontend_requests_started_total{endpoint=\"chat_completions\",model=\"qwen3-mock\",request_type=\"unary\"} 1".to_string(),
+        "dynamo_frontend_requests_started_total{endpoint=\"chat_completions\",model=\"qwen3-mock\",request_type=\"stream\"} 1".to_string(),
+        "dynamo_frontend_requests_started_total{endpoint=\"chat_completions\",model=\"unknown_model\",request_type=\"unary\"} 1".to_string(),
+        format!("dynamo_frontend_output_tokens_total{{model=\"qwen3-mock\"}} {}", 2 * n),
+        "dynamo_frontend_time_to_first_token_seconds_count{model=\"qwen3-mock\"} 2".to_string(),
+        "dynamo_frontend_inflight_requests{model=\"qwen3-mock\"} 0".to_string(),
+        "# TYPE dynamo_frontend_time_to_first_token_seconds histogram".to_string(),
+        "dynamo_frontend_time_to_first_token_seconds_bucket{model=\"qwen3-mock\",le=\"+Inf\"} 2".to_string(),
+    ] {
+        assert!(text.lines().any(|l| l == line), "missing `{line}` in\n{text}");
+    }
+}

@@ -10,9 +10,13 @@
 //! Called by `http1`'s service (recording) and by the `/metrics` route (rendering). Depends on
 //! nothing but std.
 
+pub mod families;
+
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::fmt::Write;
+
+pub use families::{Endpoint, ModelStats, Outcome};
 
 /// One shard's collectors. `!Sync` by construction: only its shard touches it.
 #[derive(Default)]
@@ -21,9 +25,27 @@ pub struct ShardMetrics {
     connections_accepted: Cell<u64>,
     connections_open: Cell<i64>,
     disconnected_clients: Cell<u64>,
+    /// Per-model request families, indexed by [`ShardMetrics::model_index`].
+    models: RefCell<Vec<(String, ModelStats)>>,
 }
 
 impl ShardMetrics {
+    /// The index of `model` in this shard's table, added on first use (the only allocation).
+    pub fn model_index(&self, model: &str) -> usize {
+        let mut models = self.models.borrow_mut();
+        match models.iter().position(|(m, _)| m == model) {
+            Some(i) => i,
+            None => {
+                models.push((model.to_string(), ModelStats::default()));
+                models.len() - 1
+            }
+        }
+    }
+    /// Update the stats of the model at `index` (from [`ShardMetrics::model_index`]).
+    pub fn with_model<R>(&self, index: usize, f: impl FnOnce(&mut ModelStats) -> R) -> R {
+        f(&mut self.models.borrow_mut()[index].1)
+    }
+
     /// One HTTP response with `status` was produced.
     pub fn http_response(&self, status: u16) {
         *self.http_responses.borrow_mut().entry(status).or_insert(0) += 1;
@@ -48,6 +70,7 @@ impl ShardMetrics {
             connections_accepted: self.connections_accepted.get(),
             connections_open: self.connections_open.get(),
             disconnected_clients: self.disconnected_clients.get(),
+            models: self.models.borrow().iter().cloned().collect(),
         }
     }
 }
@@ -61,6 +84,8 @@ pub struct Snapshot {
     pub connections_accepted: u64,
     pub connections_open: i64,
     pub disconnected_clients: u64,
+    /// Per-model request families, by model name.
+    pub models: BTreeMap<String, ModelStats>,
 }
 
 impl Snapshot {
@@ -73,6 +98,14 @@ impl Snapshot {
         self.connections_accepted += other.connections_accepted;
         self.connections_open += other.connections_open;
         self.disconnected_clients += other.disconnected_clients;
+        for (model, stats) in &other.models {
+            match self.models.get_mut(model) {
+                Some(m) => m.merge(stats),
+                None => {
+                    self.models.insert(model.clone(), stats.clone());
+                }
+            }
+        }
     }
 }
 
@@ -87,6 +120,7 @@ pub fn render(prefix: &str, s: &Snapshot, uptime_secs: f64, shards_total: usize)
     let name = format!("{prefix}_disconnected_clients");
     family(&mut out, &name, "gauge", "Number of disconnected clients");
     let _ = writeln!(out, "{name} {}", s.disconnected_clients);
+    families::render(&mut out, prefix, &s.models);
 
     family(&mut out, "dynamo_component_uptime_seconds", "gauge", "Total uptime of the DistributedRuntime in seconds");
     let _ = writeln!(out, "dynamo_component_uptime_seconds {uptime_secs}");

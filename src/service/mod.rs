@@ -16,6 +16,7 @@ pub mod inference;
 pub mod ops;
 pub mod pipeline;
 pub mod routes;
+mod tracker;
 
 use std::rc::Rc;
 

@@ -22,8 +22,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 
+use super::tracker::{count_rejected, Tracker};
 use crate::error::{Error, Kind};
 use crate::http1::{Request, Response};
+use crate::metrics::Outcome;
 use crate::openai::response::{self as body, Meta, Usage};
 use crate::openai::{self, completions::Prompt};
 use crate::plane::callback::{new_subject, ResponseStream};
@@ -87,7 +89,14 @@ struct Plan {
 
 /// Run one inference request through every stage.
 pub async fn run(ctx: &Rc<ShardCtx>, api: Api, req: &Request) -> Result<Response, Error> {
-    let mut plan = prepare(ctx, api, req)?;
+    let mut plan = match prepare(ctx, api, req) {
+        Ok(plan) => plan,
+        Err(e) => {
+            count_rejected(ctx, api, req, &e);
+            return Err(e);
+        }
+    };
+    let mut track = Tracker::start(ctx, &plan.model, api, plan.stream);
     // Stage 3 (end): tokenization, inline for chat-sized prompts, on the shard's helper
     // thread for long ones.
     let (text, special) = match plan.prompt.take() {
@@ -102,9 +111,14 @@ pub async fn run(ctx: &Rc<ShardCtx>, api: Api, req: &Request) -> Result<Response
     if !text.is_empty() || plan.wire.token_ids.is_empty() {
         let serving = plan.serving.clone();
         plan.wire.token_ids =
-            offload::encode(&serving.tokenizers[ctx.id], || ctx.offload(&serving.files), text, special)
-                .await
-                .map_err(|e| Error::new(Kind::Internal, e))?;
+            match offload::encode(&serving.tokenizers[ctx.id], || ctx.offload(&serving.files), text, special).await {
+                Ok(ids) => ids,
+                Err(e) => {
+                    let e = Error::new(Kind::Internal, e);
+                    track.fail(&e);
+                    return Err(e);
+                }
+            };
     }
     let worker = {
         let workers = &plan.serving.workers;
@@ -113,8 +127,18 @@ pub async fn run(ctx: &Rc<ShardCtx>, api: Api, req: &Request) -> Result<Response
         workers[i % workers.len()].clone()
     };
     let request_id = new_subject();
-    let stream =
-        ctx.plane.generate(worker.addr, &worker.path, worker.codec, &plan.wire, &request_id, CALLBACK_DEADLINE).await?;
+    let stream = match ctx
+        .plane
+        .generate(worker.addr, &worker.path, worker.codec, &plan.wire, &request_id, CALLBACK_DEADLINE)
+        .await
+    {
+        Ok(s) => s,
+        Err(e) => {
+            let e = Error::from(e);
+            track.fail(&e);
+            return Err(e);
+        }
+    };
     let created = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     let id = match api {
         Api::Chat => format!("chatcmpl-{request_id}"),
@@ -122,10 +146,10 @@ pub async fn run(ctx: &Rc<ShardCtx>, api: Api, req: &Request) -> Result<Response
     };
     if plan.stream {
         let (tx, rx) = local::channel::<Bytes>();
-        monoio::spawn(stream_answer(plan, stream, id, created, tx, ctx.id));
+        monoio::spawn(stream_answer(plan, stream, id, created, tx, ctx.id, track));
         return Ok(Response::stream(200, "text/event-stream", rx).with_header("cache-control", "no-cache"));
     }
-    whole_answer(plan, stream, id, created, ctx.id).await
+    whole_answer(plan, stream, id, created, ctx.id, track).await
 }
 
 fn prepare(ctx: &ShardCtx, api: Api, req: &Request) -> Result<Plan, Error> {
@@ -319,15 +343,17 @@ struct Answer {
     post: PostProcessor<ShardTokenizer>,
     prompt_tokens: u32,
     cached_tokens: Option<u32>,
+    track: Tracker,
 }
 
 impl Answer {
-    fn new(plan: &Plan, shard: usize) -> Answer {
+    fn new(plan: &Plan, shard: usize, track: Tracker) -> Answer {
         let tok = ShardTokenizer { serving: plan.serving.clone(), shard };
         Answer {
             post: PostProcessor::new(tok, plan.skip_special_tokens, plan.stop.clone()),
             prompt_tokens: plan.wire.token_ids.len() as u32,
             cached_tokens: None,
+            track,
         }
     }
 
@@ -354,6 +380,7 @@ impl Answer {
                         self.cached_tokens = Some(c);
                     }
                 }
+                self.track.tokens(out.token_ids.len(), self.prompt_tokens);
                 let mut text = String::new();
                 let step = self.post.on_tokens(&out.token_ids).map_err(internal)?;
                 text.push_str(step.text);
@@ -392,11 +419,19 @@ async fn whole_answer(
     id: String,
     created: u64,
     shard: usize,
+    track: Tracker,
 ) -> Result<Response, Error> {
-    let mut answer = Answer::new(&plan, shard);
+    let mut answer = Answer::new(&plan, shard, track);
     let mut text = String::new();
     let reason = loop {
-        match answer.on_event(stream.next().await)? {
+        let progress = match answer.on_event(stream.next().await) {
+            Ok(p) => p,
+            Err(e) => {
+                answer.track.fail(&e);
+                return Err(e);
+            }
+        };
+        match progress {
             None => {}
             Some(Progress::Text(t)) => text.push_str(&t),
             Some(Progress::Done(t, reason)) => {
@@ -406,11 +441,13 @@ async fn whole_answer(
         }
     };
     drop(stream);
+    let usage = answer.usage();
+    answer.track.finish(Outcome::Success, Some(&usage));
     let meta = Meta { id: &id, created, model: &plan.model };
     let mut out = Vec::with_capacity(text.len() + 256);
     match plan.api {
-        Api::Chat => body::chat_completion(&mut out, &meta, &text, reason, &answer.usage()),
-        Api::Completions => body::completion(&mut out, &meta, &text, reason, &answer.usage()),
+        Api::Chat => body::chat_completion(&mut out, &meta, &text, reason, &usage),
+        Api::Completions => body::completion(&mut out, &meta, &text, reason, &usage),
     }
     Ok(Response::json(200, out))
 }
@@ -422,8 +459,9 @@ async fn stream_answer(
     created: u64,
     tx: local::Sender<Bytes>,
     shard: usize,
+    track: Tracker,
 ) {
-    let mut answer = Answer::new(&plan, shard);
+    let mut answer = Answer::new(&plan, shard, track);
     let meta = Meta { id: &id, created, model: &plan.model };
     let mut first = true;
     loop {
@@ -434,6 +472,7 @@ async fn stream_answer(
         let mut out = Vec::new();
         let done = match answer.on_event(event) {
             Err(e) => {
+                answer.track.fail(&e);
                 body::stream_error(&mut out, e.message(), e.kind().openai_type(), e.status());
                 out.extend_from_slice(body::DONE);
                 let _ = tx.send(out.into());
@@ -456,10 +495,13 @@ async fn stream_answer(
                     Api::Chat => body::chat_chunk(&mut out, &meta, None, first, reason),
                     Api::Completions => body::completion_chunk(&mut out, &meta, Some(""), reason, None),
                 }
+                let usage = answer.usage();
+                // Counted before the last bytes go out, so a scrape after `[DONE]` sees it.
+                answer.track.finish(Outcome::Success, Some(&usage));
                 if plan.include_usage {
                     match plan.api {
-                        Api::Chat => body::chat_usage_chunk(&mut out, &meta, &answer.usage()),
-                        Api::Completions => body::completion_chunk(&mut out, &meta, None, None, Some(&answer.usage())),
+                        Api::Chat => body::chat_usage_chunk(&mut out, &meta, &usage),
+                        Api::Completions => body::completion_chunk(&mut out, &meta, None, None, Some(&usage)),
                     }
                 }
                 out.extend_from_slice(body::DONE);

@@ -1,0 +1,303 @@
+//! Dynamo 1.6.1's per-request families (`requests_total`, `requests_started_total`,
+//! `inflight_requests`, `output_tokens_total` and the latency / length histograms), kept per
+//! model in a shard-local table.
+//!
+//! A request interns its model name once ([`super::ShardMetrics::model_index`]) and records
+//! every later event by index: no allocation, no hashing, no atomics on the token path.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+/// `time_to_first_token_seconds` buckets, as Dynamo.
+pub const TTFT_BUCKETS: &[f64] =
+    &[0.0, 0.0022, 0.0047, 0.01, 0.022, 0.047, 0.1, 0.22, 0.47, 1.0, 2.2, 4.7, 10.0, 22.0, 48.0, 100.0, 220.0, 480.0];
+/// `inter_token_latency_seconds` buckets, as Dynamo.
+pub const ITL_BUCKETS: &[f64] = &[
+    0.0, 0.0018, 0.0033, 0.0059, 0.011, 0.02, 0.035, 0.064, 0.12, 0.21, 0.38, 0.69, 1.2, 2.3, 4.1, 7.4, 13.0, 24.0,
+    44.0, 80.0,
+];
+/// `request_duration_seconds` buckets, as Dynamo.
+pub const DURATION_BUCKETS: &[f64] = &[0.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 130.0, 260.0, 510.0];
+/// `input_sequence_tokens` and `cached_tokens` buckets, as Dynamo.
+pub const ISL_BUCKETS: &[f64] =
+    &[0.0, 100.0, 210.0, 430.0, 870.0, 1800.0, 3600.0, 7400.0, 15000.0, 31000.0, 63000.0, 130000.0];
+/// `output_sequence_tokens` buckets, as Dynamo.
+pub const OSL_BUCKETS: &[f64] = &[0.0, 100.0, 210.0, 430.0, 880.0, 1800.0, 3700.0, 7600.0, 16000.0, 32000.0];
+
+/// The API a request came in on (`endpoint` label).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Endpoint {
+    ChatCompletions = 0,
+    Completions = 1,
+}
+
+const ENDPOINTS: [&str; 2] = ["chat_completions", "completions"];
+const REQUEST_TYPES: [&str; 2] = ["unary", "stream"];
+
+/// How a request ended (`status` and `error_type` labels).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Success = 0,
+    Validation = 1,
+    NotFound = 2,
+    Overload = 3,
+    Cancelled = 4,
+    Internal = 5,
+}
+
+const OUTCOMES: usize = 6;
+const ERROR_TYPES: [&str; OUTCOMES] = ["", "validation", "not_found", "overload", "cancelled", "internal"];
+
+/// A histogram with fixed upper bounds; counts are per bucket (made cumulative at render).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Histogram {
+    bounds: &'static [f64],
+    /// `bounds.len() + 1` counts, the last one for `+Inf`.
+    counts: Vec<u64>,
+    sum: f64,
+    count: u64,
+}
+
+impl Histogram {
+    pub fn new(bounds: &'static [f64]) -> Histogram {
+        Histogram { bounds, counts: vec![0; bounds.len() + 1], sum: 0.0, count: 0 }
+    }
+
+    pub fn observe(&mut self, v: f64) {
+        self.observe_n(v, 1);
+    }
+
+    /// `n` observations of the same value.
+    pub fn observe_n(&mut self, v: f64, n: u64) {
+        let i = self.bounds.iter().position(|b| v <= *b).unwrap_or(self.bounds.len());
+        self.counts[i] += n;
+        self.sum += v * n as f64;
+        self.count += n;
+    }
+
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    fn merge(&mut self, other: &Histogram) {
+        for (a, b) in self.counts.iter_mut().zip(&other.counts) {
+            *a += b;
+        }
+        self.sum += other.sum;
+        self.count += other.count;
+    }
+}
+
+/// Every per-request value of one model.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ModelStats {
+    /// `[endpoint][request_type]`.
+    pub started: [[u64; 2]; 2],
+    /// `[endpoint][request_type][outcome]`.
+    pub finished: [[[u64; OUTCOMES]; 2]; 2],
+    pub inflight: i64,
+    pub output_tokens: u64,
+    pub ttft: Histogram,
+    pub itl: Histogram,
+    pub duration: Histogram,
+    pub isl: Histogram,
+    pub osl: Histogram,
+    pub cached: Histogram,
+}
+
+impl Default for ModelStats {
+    fn default() -> ModelStats {
+        ModelStats {
+            started: [[0; 2]; 2],
+            finished: [[[0; OUTCOMES]; 2]; 2],
+            inflight: 0,
+            output_tokens: 0,
+            ttft: Histogram::new(TTFT_BUCKETS),
+            itl: Histogram::new(ITL_BUCKETS),
+            duration: Histogram::new(DURATION_BUCKETS),
+            isl: Histogram::new(ISL_BUCKETS),
+            osl: Histogram::new(OSL_BUCKETS),
+            cached: Histogram::new(ISL_BUCKETS),
+        }
+    }
+}
+
+impl ModelStats {
+    pub fn merge(&mut self, o: &ModelStats) {
+        for e in 0..2 {
+            for t in 0..2 {
+                self.started[e][t] += o.started[e][t];
+                for k in 0..OUTCOMES {
+                    self.finished[e][t][k] += o.finished[e][t][k];
+                }
+            }
+        }
+        self.inflight += o.inflight;
+        self.output_tokens += o.output_tokens;
+        self.ttft.merge(&o.ttft);
+        self.itl.merge(&o.itl);
+        self.duration.merge(&o.duration);
+        self.isl.merge(&o.isl);
+        self.osl.merge(&o.osl);
+        self.cached.merge(&o.cached);
+    }
+
+    pub fn start(&mut self, ep: Endpoint, stream: bool) {
+        self.started[ep as usize][stream as usize] += 1;
+        self.inflight += 1;
+    }
+
+    pub fn finish(&mut self, ep: Endpoint, stream: bool, outcome: Outcome, duration_secs: f64) {
+        self.finished[ep as usize][stream as usize][outcome as usize] += 1;
+        self.inflight -= 1;
+        self.duration.observe(duration_secs);
+    }
+}
+
+/// A label value with `\`, `"` and newlines escaped.
+fn escape(v: &str) -> std::borrow::Cow<'_, str> {
+    if !v.contains(['\\', '"', '\n']) {
+        return v.into();
+    }
+    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n").into()
+}
+
+fn family(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+}
+
+fn histogram(
+    out: &mut String,
+    name: &str,
+    help: &str,
+    models: &BTreeMap<String, ModelStats>,
+    get: fn(&ModelStats) -> &Histogram,
+) {
+    if !models.values().any(|m| get(m).count > 0) {
+        return;
+    }
+    family(out, name, "histogram", help);
+    for (model, m) in models {
+        let h = get(m);
+        if h.count == 0 {
+            continue;
+        }
+        let model = escape(model);
+        let mut acc = 0;
+        for (i, n) in h.counts.iter().enumerate() {
+            acc += n;
+            match h.bounds.get(i) {
+                Some(b) => _ = writeln!(out, "{name}_bucket{{model=\"{model}\",le=\"{b}\"}} {acc}"),
+                None => _ = writeln!(out, "{name}_bucket{{model=\"{model}\",le=\"+Inf\"}} {acc}"),
+            }
+        }
+        let _ = writeln!(out, "{name}_sum{{model=\"{model}\"}} {}", h.sum);
+        let _ = writeln!(out, "{name}_count{{model=\"{model}\"}} {}", h.count);
+    }
+}
+
+/// Render the per-model families (nothing until a request was seen, as Dynamo).
+pub fn render(out: &mut String, prefix: &str, models: &BTreeMap<String, ModelStats>) {
+    if models.is_empty() {
+        return;
+    }
+    histogram(
+        out,
+        &format!("{prefix}_cached_tokens"),
+        "Number of cached tokens (prefix cache hits) per request",
+        models,
+        |m| &m.cached,
+    );
+
+    let name = format!("{prefix}_inflight_requests");
+    family(out, &name, "gauge", "Number of inflight requests");
+    for (model, m) in models {
+        let _ = writeln!(out, "{name}{{model=\"{}\"}} {}", escape(model), m.inflight);
+    }
+
+    histogram(out, &format!("{prefix}_input_sequence_tokens"), "Input sequence length in tokens", models, |m| &m.isl);
+    histogram(out, &format!("{prefix}_inter_token_latency_seconds"), "Inter-token latency in seconds", models, |m| {
+        &m.itl
+    });
+    histogram(out, &format!("{prefix}_output_sequence_tokens"), "Output sequence length in tokens", models, |m| &m.osl);
+
+    let name = format!("{prefix}_output_tokens_total");
+    if models.values().any(|m| m.output_tokens > 0) {
+        family(out, &name, "counter", "Total number of output tokens generated (updates in real-time)");
+        for (model, m) in models.iter().filter(|(_, m)| m.output_tokens > 0) {
+            let _ = writeln!(out, "{name}{{model=\"{}\"}} {}", escape(model), m.output_tokens);
+        }
+    }
+
+    histogram(out, &format!("{prefix}_request_duration_seconds"), "Duration of LLM requests", models, |m| &m.duration);
+
+    let name = format!("{prefix}_requests_started_total");
+    family(out, &name, "counter", "Total number of LLM requests accepted by the frontend handler");
+    for (e, ep) in ENDPOINTS.iter().enumerate() {
+        for (model, m) in models {
+            for (t, rt) in REQUEST_TYPES.iter().enumerate() {
+                let n = m.started[e][t];
+                if n > 0 {
+                    let _ = writeln!(
+                        out,
+                        "{name}{{endpoint=\"{ep}\",model=\"{}\",request_type=\"{rt}\"}} {n}",
+                        escape(model)
+                    );
+                }
+            }
+        }
+    }
+
+    let name = format!("{prefix}_requests_total");
+    family(out, &name, "counter", "Total number of LLM requests processed");
+    for (e, ep) in ENDPOINTS.iter().enumerate() {
+        for (k, et) in ERROR_TYPES.iter().enumerate() {
+            let status = if k == Outcome::Success as usize { "success" } else { "error" };
+            for (model, m) in models {
+                for (t, rt) in REQUEST_TYPES.iter().enumerate() {
+                    let n = m.finished[e][t][k];
+                    if n > 0 {
+                        let _ = writeln!(
+                            out,
+                            "{name}{{endpoint=\"{ep}\",error_type=\"{et}\",model=\"{}\",request_type=\"{rt}\",status=\"{status}\"}} {n}",
+                            escape(model)
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    histogram(out, &format!("{prefix}_time_to_first_token_seconds"), "Time to first token in seconds", models, |m| {
+        &m.ttft
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_is_cumulative_with_inf() {
+        let mut models = BTreeMap::new();
+        let mut m = ModelStats::default();
+        m.start(Endpoint::ChatCompletions, false);
+        m.ttft.observe(0.003);
+        m.ttft.observe(1000.0);
+        m.finish(Endpoint::ChatCompletions, false, Outcome::Success, 0.5);
+        models.insert("m\"x".to_string(), m);
+        let mut out = String::new();
+        render(&mut out, "p", &models);
+        assert!(out.contains("p_time_to_first_token_seconds_bucket{model=\"m\\\"x\",le=\"0.0022\"} 0\n"), "{out}");
+        assert!(out.contains("p_time_to_first_token_seconds_bucket{model=\"m\\\"x\",le=\"0.0047\"} 1\n"));
+        assert!(out.contains("p_time_to_first_token_seconds_bucket{model=\"m\\\"x\",le=\"480\"} 1\n"));
+        assert!(out.contains("p_time_to_first_token_seconds_bucket{model=\"m\\\"x\",le=\"+Inf\"} 2\n"));
+        assert!(out.contains("p_time_to_first_token_seconds_count{model=\"m\\\"x\"} 2\n"));
+        assert!(out.contains("p_request_duration_seconds_bucket{model=\"m\\\"x\",le=\"2\"} 1\n"));
+        assert!(out.contains(
+            "p_requests_total{endpoint=\"chat_completions\",error_type=\"\",model=\"m\\\"x\",request_type=\"unary\",status=\"success\"} 1\n"
+        ));
+        assert!(out.contains("p_inflight_requests{model=\"m\\\"x\"} 0\n"));
+    }
+}

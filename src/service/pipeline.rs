@@ -152,51 +152,68 @@ pub async fn run(ctx: &Rc<ShardCtx>, api: Api, req: &Request) -> Result<Response
     whole_answer(plan, stream, id, created, ctx.id, track).await
 }
 
+/// What both request types say the same way (their fields have the same names).
+struct Common {
+    model: String,
+    max_tokens: Option<u32>,
+    stops: Vec<String>,
+    stop_ids: Option<Vec<u32>>,
+    ignore_eos: bool,
+    min_tokens: Option<u32>,
+    skip_special_tokens: bool,
+    include_stop_str: bool,
+    stream: bool,
+    include_usage: bool,
+    sampling: SamplingOptions,
+}
+
+macro_rules! common {
+    ($r:expr) => {
+        Common {
+            model: $r.model.clone(),
+            max_tokens: $r.max_tokens(),
+            stops: $r.stop_strings().to_vec(),
+            stop_ids: $r.stop_token_ids(),
+            ignore_eos: $r.ignore_eos(),
+            min_tokens: $r.min_tokens,
+            skip_special_tokens: $r.skip_special_tokens(),
+            include_stop_str: $r.include_stop_str_in_output(),
+            stream: $r.is_streaming(),
+            include_usage: $r.include_usage(),
+            sampling: SamplingOptions {
+                temperature: $r.temperature,
+                top_p: $r.top_p,
+                top_k: $r.top_k,
+                min_p: $r.min_p,
+                seed: $r.seed,
+                presence_penalty: $r.presence_penalty,
+                frequency_penalty: $r.frequency_penalty,
+                repetition_penalty: $r.repetition_penalty,
+                include_stop_str_in_output: $r.include_stop_str_in_output,
+                ..Default::default()
+            },
+        }
+    };
+}
+
+/// Where the prompt comes from.
+enum Source<'a> {
+    /// A chat request: rendered with the model's template once the model is resolved.
+    Chat(&'a openai::NvCreateChatCompletionRequest),
+    /// A completion prompt, as text or ids.
+    Ready(PromptInput),
+}
+
 fn prepare(ctx: &ShardCtx, api: Api, req: &Request) -> Result<Plan, Error> {
-    // Stage 1: parse. Stage 2: resolve.
-    let (model, max_tokens, stops, stop_ids, ignore_eos, min_tokens, skip, incl, stream, usage, sampling) = match api {
+    // Stage 1: parse.
+    match api {
         Api::Chat => {
             let r = openai::parse_chat(&req.body)?;
-            let sampling = SamplingOptions {
-                temperature: r.temperature,
-                top_p: r.top_p,
-                top_k: r.top_k,
-                min_p: r.min_p,
-                seed: r.seed,
-                presence_penalty: r.presence_penalty,
-                frequency_penalty: r.frequency_penalty,
-                repetition_penalty: r.repetition_penalty,
-                include_stop_str_in_output: r.include_stop_str_in_output,
-                ..Default::default()
-            };
-            (
-                r.model.clone(),
-                r.max_tokens(),
-                r.stop_strings().to_vec(),
-                r.stop_token_ids(),
-                r.ignore_eos(),
-                r.min_tokens,
-                r.skip_special_tokens(),
-                r.include_stop_str_in_output(),
-                r.is_streaming(),
-                r.include_usage(),
-                (sampling, Some(r)),
-            )
+            let c = common!(r);
+            finish_plan(ctx, api, c, Source::Chat(&r), &req.body)
         }
         Api::Completions => {
             let r = openai::parse_completion(&req.body)?;
-            let sampling = SamplingOptions {
-                temperature: r.temperature,
-                top_p: r.top_p,
-                top_k: r.top_k,
-                min_p: r.min_p,
-                seed: r.seed,
-                presence_penalty: r.presence_penalty,
-                frequency_penalty: r.frequency_penalty,
-                repetition_penalty: r.repetition_penalty,
-                include_stop_str_in_output: r.include_stop_str_in_output,
-                ..Default::default()
-            };
             let prompt = match &r.prompt {
                 Prompt::String(text) => PromptInput::Text(text.clone()),
                 Prompt::IntegerArray(ids) => PromptInput::Ids(ids.clone()),
@@ -209,44 +226,10 @@ fn prepare(ctx: &ShardCtx, api: Api, req: &Request) -> Result<Plan, Error> {
                     ))
                 }
             };
-            let plan = (
-                r.model.clone(),
-                r.max_tokens(),
-                r.stop_strings().to_vec(),
-                r.stop_token_ids(),
-                r.ignore_eos(),
-                r.min_tokens,
-                r.skip_special_tokens(),
-                r.include_stop_str_in_output(),
-                r.is_streaming(),
-                r.include_usage(),
-                (sampling, None),
-            );
-            return finish_plan(ctx, api, plan, Some(prompt), &req.body);
+            finish_plan(ctx, api, common!(r), Source::Ready(prompt), &req.body)
         }
-    };
-    finish_plan(
-        ctx,
-        api,
-        (model, max_tokens, stops, stop_ids, ignore_eos, min_tokens, skip, incl, stream, usage, sampling),
-        None,
-        &req.body,
-    )
+    }
 }
-
-type Parsed = (
-    String,
-    Option<u32>,
-    Vec<String>,
-    Option<Vec<u32>>,
-    bool,
-    Option<u32>,
-    bool,
-    bool,
-    bool,
-    bool,
-    (SamplingOptions, Option<openai::NvCreateChatCompletionRequest>),
-);
 
 fn resolve(registry: &crate::registry::Registry, model: &str) -> Result<Arc<Serving>, Error> {
     let serving = registry.serving.get(model).ok_or_else(|| Error::new(Kind::NotFound, "Model not found"))?;
@@ -259,20 +242,32 @@ fn resolve(registry: &crate::registry::Registry, model: &str) -> Result<Arc<Serv
     Ok(serving.clone())
 }
 
-fn finish_plan(ctx: &ShardCtx, api: Api, p: Parsed, prompt: Option<PromptInput>, body: &[u8]) -> Result<Plan, Error> {
-    let (model, max_tokens, stops, stop_ids, ignore_eos, min_tokens, skip, incl, stream, usage, (sampling, chat)) = p;
+fn finish_plan(ctx: &ShardCtx, api: Api, c: Common, source: Source<'_>, body: &[u8]) -> Result<Plan, Error> {
+    let Common {
+        model,
+        max_tokens,
+        stops,
+        stop_ids,
+        ignore_eos,
+        min_tokens,
+        skip_special_tokens: skip,
+        include_stop_str: incl,
+        stream,
+        include_usage: usage,
+        sampling,
+    } = c;
+    // Stage 2: resolve.
     let registry = ctx.registry();
     let serving = resolve(&registry, &model)?;
     // Stage 3: preprocess (the chat template here; tokenization, which may be long, in `run`).
-    let prompt = match (prompt, chat) {
-        (Some(p), _) => p,
-        (None, Some(chat)) => {
+    let prompt = match source {
+        Source::Ready(p) => p,
+        Source::Chat(chat) => {
             let opts = PreprocessOptions {
                 exclude_tools_when_tool_choice_none: ctx.shared.config.exclude_tools_when_tool_choice_none,
             };
-            PromptInput::Chat(chat_prompt(&chat, body, &serving.files, opts, None)?)
+            PromptInput::Chat(chat_prompt(chat, body, &serving.files, opts, None)?)
         }
-        (None, None) => return Err(Error::new(Kind::Internal, "no prompt")),
     };
     let eos = serving.files.eos_token_ids.clone();
     let wire = PreprocessedRequest {

@@ -67,7 +67,13 @@ impl Builder {
                 Some(CardCodec::Json) => Codec::Json,
                 _ => Codec::Msgpack,
             };
-            let worker = Worker { addr, path: tcp.path.clone(), codec, instance_id: served.endpoint.instance_id };
+            let worker = Worker {
+                addr,
+                path: tcp.path.clone(),
+                codec,
+                instance_id: served.endpoint.instance_id,
+                cpu: served.endpoint.device_type.as_deref() == Some("cpu"),
+            };
             if let Some(existing) = registry.serving.get_mut(&served.model) {
                 Arc::make_mut(existing).workers.push(worker);
                 continue;

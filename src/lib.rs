@@ -32,6 +32,7 @@ pub mod metrics;
 pub mod openai;
 pub mod plane;
 pub mod registry;
+pub mod router;
 pub mod service;
 pub mod shard;
 pub mod tokenize;

@@ -25,6 +25,8 @@ pub struct Worker {
     /// Body codec it advertised.
     pub codec: crate::plane::payload::Codec,
     pub instance_id: u64,
+    /// The worker runs on CPU (`device_type: "cpu"`), for `device-aware-weighted`.
+    pub cpu: bool,
 }
 
 /// What a shard needs to serve one model.

@@ -289,3 +289,68 @@ fn per_request_metric_families() {
         assert!(text.lines().any(|l| l == line), "missing `{line}` in\n{text}");
     }
 }
+
+/// Two workers: round-robin spreads requests over both; a request naming a worker (header
+/// or `nvext.backend_instance_id`) goes to that one; an unknown name is a 400.
+#[test]
+fn round_robin_and_pinned_workers() {
+    let s = setup("routing");
+    let dir = qwen3_dir();
+    let second = MockWorker::start(MockConfig {
+        fast: true,
+        script: Some(s.script.clone()),
+        model_name: "qwen3-mock".into(),
+        model_dir: Some(dir),
+        ..MockConfig::default()
+    })
+    .unwrap();
+    second.register_file(&s._store.0).unwrap();
+    let t0 = Instant::now();
+    loop {
+        let h = Client::connect(s.server.as_ref().unwrap().addr).roundtrip(b"GET /health HTTP/1.1\r\n\r\n");
+        if h.json()["instances"].as_array().is_some_and(|i| i.len() >= 2) {
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(10), "the second worker never appeared");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let msg =
+        serde_json::json!({"model": "qwen3-mock", "max_tokens": 2, "messages": [{"role": "user", "content": "hi"}]});
+    let (a0, b0) = (s.worker.stats().completed, second.stats().completed);
+    // Round-robin is per shard; 8 requests on one connection land on one shard.
+    let mut c = Client::connect(s.server.as_ref().unwrap().addr);
+    let body = msg.to_string();
+    for _ in 0..8 {
+        let req = format!(
+            "POST /v1/chat/completions HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        assert_eq!(c.roundtrip(req.as_bytes()).status, 200);
+    }
+    let wait = |w: &MockWorker, n: u64| {
+        let t0 = Instant::now();
+        while w.stats().completed < n && t0.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        w.stats().completed
+    };
+    assert_eq!(wait(&s.worker, a0 + 4) - a0, 4, "round-robin gives each worker half");
+    assert_eq!(wait(&second, b0 + 4) - b0, 4);
+
+    let pinned = second.instance_id();
+    for _ in 0..3 {
+        let req = format!(
+            "POST /v1/chat/completions HTTP/1.1\r\nContent-Type: application/json\r\nx-worker-instance-id: {pinned}\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        assert_eq!(c.roundtrip(req.as_bytes()).status, 200);
+    }
+    let mut nv = msg.clone();
+    nv["nvext"] = serde_json::json!({"backend_instance_id": pinned});
+    assert_eq!(post(&s, "/v1/chat/completions", &nv).status, 200);
+    assert_eq!(wait(&second, b0 + 8) - b0, 8, "pinned requests all went to the named worker");
+    assert_eq!(s.worker.stats().completed - a0, 4);
+    nv["nvext"] = serde_json::json!({"backend_instance_id": 12345});
+    assert_eq!(post(&s, "/v1/chat/completions", &nv).status, 400);
+}

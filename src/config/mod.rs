@@ -93,6 +93,7 @@ const IMPLEMENTED: &[&str] = &[
 fn value_supported(dest: &str, v: &Value) -> bool {
     match (dest, v) {
         ("discovery_backend", Value::Str(s)) => s == "file",
+        ("router_mode", Value::Str(s)) => crate::router::Mode::parse(s).is_some(),
         // The event plane carries KV events, which only the kv router reads: with the other
         // router modes Dynamo's frontend does not use it either.
         ("event_plane", Value::Str(s)) => s == "zmq" || s == "nats",
@@ -513,6 +514,7 @@ mod tests {
     fn unbuilt_options_are_refused_by_name() {
         run(&["--discovery-backend", "file"], &[]).unwrap();
         assert!(run(&["--discovery-backend", "mem"], &[]).is_err());
+        run(&["--router-mode", "least-loaded"], &[]).unwrap();
         let e = run(&["--router-mode", "kv"], &[]).unwrap_err();
         assert!(e.message.contains("--router-mode kv"), "{}", e.message);
         let e = run(&[], &[("DYN_HTTP_SSE_KEEP_ALIVE_INTERVAL_MS", "100")]).unwrap_err();

@@ -85,6 +85,25 @@ struct Plan {
     skip_special_tokens: bool,
     stream: bool,
     include_usage: bool,
+    /// The worker the request names (header or `nvext.backend_instance_id`).
+    pinned: Option<u64>,
+    /// Counts this request against its worker until the answer ends.
+    in_flight: Option<crate::router::InFlight>,
+}
+
+/// The worker a request names: the `x-dynamo-worker-instance-id` (or legacy
+/// `x-worker-instance-id`) header, which wins, else `nvext.backend_instance_id`.
+fn pinned_worker(req: &Request, nvext: Option<u64>) -> Result<Option<u64>, Error> {
+    for name in ["x-dynamo-worker-instance-id", "x-worker-instance-id"] {
+        if let Some(v) = req.header(name) {
+            let text = std::str::from_utf8(v).unwrap_or("").trim();
+            return text
+                .parse::<u64>()
+                .map(Some)
+                .map_err(|_| Error::new(Kind::BadRequest, format!("{name}: '{text}' is not a worker instance id")));
+        }
+    }
+    Ok(nvext)
 }
 
 /// Run one inference request through every stage.
@@ -120,12 +139,15 @@ pub async fn run(ctx: &Rc<ShardCtx>, api: Api, req: &Request) -> Result<Response
                 }
             };
     }
-    let worker = {
-        let workers = &plan.serving.workers;
-        let i = ctx.next_worker.get();
-        ctx.next_worker.set(i.wrapping_add(1));
-        workers[i % workers.len()].clone()
+    // Stage 4: route.
+    let worker = match ctx.router.pick(&plan.serving.workers, plan.pinned) {
+        Ok(i) => plan.serving.workers[i].clone(),
+        Err(e) => {
+            track.fail(&e);
+            return Err(e);
+        }
     };
+    plan.in_flight = Some(ctx.router.dispatch(worker.instance_id));
     let request_id = new_subject();
     let stream = match ctx
         .plane
@@ -165,6 +187,7 @@ struct Common {
     stream: bool,
     include_usage: bool,
     sampling: SamplingOptions,
+    nvext_worker: Option<u64>,
 }
 
 macro_rules! common {
@@ -180,6 +203,7 @@ macro_rules! common {
             include_stop_str: $r.include_stop_str_in_output(),
             stream: $r.is_streaming(),
             include_usage: $r.include_usage(),
+            nvext_worker: $r.nvext.as_ref().and_then(|n| n.backend_instance_id),
             sampling: SamplingOptions {
                 temperature: $r.temperature,
                 top_p: $r.top_p,
@@ -210,7 +234,7 @@ fn prepare(ctx: &ShardCtx, api: Api, req: &Request) -> Result<Plan, Error> {
         Api::Chat => {
             let r = openai::parse_chat(&req.body)?;
             let c = common!(r);
-            finish_plan(ctx, api, c, Source::Chat(&r), &req.body)
+            finish_plan(ctx, api, c, Source::Chat(&r), req)
         }
         Api::Completions => {
             let r = openai::parse_completion(&req.body)?;
@@ -226,7 +250,7 @@ fn prepare(ctx: &ShardCtx, api: Api, req: &Request) -> Result<Plan, Error> {
                     ))
                 }
             };
-            finish_plan(ctx, api, common!(r), Source::Ready(prompt), &req.body)
+            finish_plan(ctx, api, common!(r), Source::Ready(prompt), req)
         }
     }
 }
@@ -242,7 +266,8 @@ fn resolve(registry: &crate::registry::Registry, model: &str) -> Result<Arc<Serv
     Ok(serving.clone())
 }
 
-fn finish_plan(ctx: &ShardCtx, api: Api, c: Common, source: Source<'_>, body: &[u8]) -> Result<Plan, Error> {
+fn finish_plan(ctx: &ShardCtx, api: Api, c: Common, source: Source<'_>, req: &Request) -> Result<Plan, Error> {
+    let body = &req.body[..];
     let Common {
         model,
         max_tokens,
@@ -255,6 +280,7 @@ fn finish_plan(ctx: &ShardCtx, api: Api, c: Common, source: Source<'_>, body: &[
         stream,
         include_usage: usage,
         sampling,
+        nvext_worker,
     } = c;
     // Stage 2: resolve.
     let registry = ctx.registry();
@@ -309,6 +335,8 @@ fn finish_plan(ctx: &ShardCtx, api: Api, c: Common, source: Source<'_>, body: &[
         skip_special_tokens: skip,
         stream,
         include_usage: usage,
+        pinned: pinned_worker(req, nvext_worker)?,
+        in_flight: None,
     })
 }
 

@@ -64,8 +64,8 @@ pub struct ShardCtx {
     pub id: usize,
     /// This shard's request plane: worker connections and its call-back listener.
     pub plane: crate::plane::client::RequestPlane,
-    /// Round-robin position over a model's workers.
-    pub next_worker: std::cell::Cell<usize>,
+    /// This shard's worker selection (`--router-mode`) and in-flight counts.
+    pub router: crate::router::Router,
     /// Tokenizer helper threads for long prompts, by model directory (started on first use).
     pub offloads: RefCell<std::collections::HashMap<std::path::PathBuf, Rc<crate::tokenize::offload::Offload>>>,
     pub shared: Arc<Shared>,
@@ -258,7 +258,14 @@ async fn shard_main(id: usize, listener: std::net::TcpListener, inbox: flume::Re
     let ctx = Rc::new(ShardCtx {
         id,
         plane,
-        next_worker: std::cell::Cell::new(0),
+        router: crate::router::Router::new(
+            cfg.parsed
+                .get("router_mode")
+                .as_str()
+                .and_then(crate::router::Mode::parse)
+                .unwrap_or(crate::router::Mode::RoundRobin),
+            (id as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ std::process::id() as u64,
+        ),
         offloads: RefCell::new(std::collections::HashMap::new()),
         shared: shared.clone(),
         metrics: ShardMetrics::default(),

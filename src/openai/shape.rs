@@ -158,3 +158,62 @@ macro_rules! common_ext_fields {
         }
     };
 }
+
+/// The accessors chat and completion requests share (same fields, same defaults), expanded
+/// inside each request's `impl`.
+macro_rules! shared_accessors {
+    () => {
+        /// Stop strings (empty when none, or when `stop` holds token ids).
+        pub fn stop_strings(&self) -> &[String] {
+            self.stop.as_ref().map_or(&[], $crate::openai::common::Stop::strings)
+        }
+
+        /// Stop token ids: from `stop` given as integers, else from the top-level `stop_token_ids`.
+        pub fn stop_token_ids(&self) -> Option<Vec<u32>> {
+            $crate::openai::chat::stop_token_ids(self.stop.as_ref(), self.stop_token_ids.as_ref())
+        }
+
+        /// Whether the answer is streamed.
+        pub fn is_streaming(&self) -> bool {
+            self.stream.unwrap_or(false)
+        }
+
+        /// `stream_options.include_usage`.
+        pub fn include_usage(&self) -> bool {
+            self.stream_options.is_some_and(|o| o.include_usage)
+        }
+
+        /// `stream_options.continuous_usage_stats`.
+        pub fn continuous_usage_stats(&self) -> bool {
+            self.stream_options.is_some_and(|o| o.continuous_usage_stats)
+        }
+
+        /// Top-level `ignore_eos` (1.6.1's `nvext` has no such member).
+        pub fn ignore_eos(&self) -> bool {
+            self.ignore_eos.unwrap_or(false)
+        }
+
+        /// Whether special tokens are dropped from decoded text (default `true`).
+        pub fn skip_special_tokens(&self) -> bool {
+            self.skip_special_tokens.unwrap_or(true)
+        }
+
+        /// Whether a matched stop string is kept in the output (default `false`).
+        pub fn include_stop_str_in_output(&self) -> bool {
+            self.include_stop_str_in_output.unwrap_or(false)
+        }
+
+        /// Number of choices (default 1).
+        pub fn choices(&self) -> u8 {
+            self.n.unwrap_or(1)
+        }
+
+        /// Cache namespace: `nvext.cache_salt`, else the top-level `cache_salt`.
+        pub fn cache_salt(&self) -> Option<&str> {
+            self.nvext
+                .as_ref()
+                .and_then(|n| n.cache_salt.as_deref())
+                .or_else(|| self.cache_salt.as_ref().and_then(serde_json::Value::as_str))
+        }
+    };
+}

@@ -18,8 +18,10 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use crate::config::Config;
-use crate::discovery::file::{watch, FileStore, PeriodicWake, Snapshot};
+use crate::discovery::file::{FileStore, InotifyWake};
+use crate::discovery::mem::MemStore;
 use crate::discovery::records::{Codec as CardCodec, ModelInput};
+use crate::discovery::{watch, Snapshot, Source};
 use crate::plane::payload::Codec;
 use crate::registry::{Registry, Serving, Worker};
 use crate::shard::Server;
@@ -117,6 +119,14 @@ fn resolve(addr: &str) -> Option<SocketAddr> {
     addr.to_socket_addrs().ok()?.next()
 }
 
+/// Where the control thread discovers workers.
+pub enum Backend {
+    /// `--discovery-backend file`: the `DYN_FILE_KV` directory.
+    File(PathBuf),
+    /// `--discovery-backend mem`: the in-process store.
+    Mem(MemStore),
+}
+
 /// Handle to the control thread.
 pub struct Control {
     stop: Arc<AtomicBool>,
@@ -124,20 +134,24 @@ pub struct Control {
 }
 
 impl Control {
-    /// Start file discovery (`DYN_FILE_KV`, default `/tmp/dynamo_store_kv`) feeding `server`.
-    pub fn start_file(cfg: &Config, server: &Server, root: PathBuf) -> std::io::Result<Control> {
+    /// Start watching `backend` on a new control thread, publishing to `server`'s shards.
+    pub fn start(cfg: &Config, server: &Server, backend: Backend) -> std::io::Result<Control> {
         let stop = Arc::new(AtomicBool::new(false));
         let publisher = server.publisher();
         let filter = cfg.namespace_filter();
         let shards = server.drivers.len();
         let stop2 = stop.clone();
         let thread = std::thread::Builder::new().name("control".into()).spawn(move || {
-            let mut store = FileStore::new(root, filter);
+            let mut source: Box<dyn Source> = match backend {
+                Backend::File(root) => {
+                    let wake = InotifyWake::new(&root);
+                    Box::new(FileStore::new(root, filter).with_wake(wake))
+                }
+                Backend::Mem(store) => Box::new(store.source(filter)),
+            };
             let mut builder = Builder { shards, files: HashMap::new(), tokenizers: HashMap::new() };
-            let mut wake = PeriodicWake::default();
             watch(
-                &mut store,
-                &mut wake,
+                source.as_mut(),
                 &stop2,
                 |mut registry, snap| {
                     builder.add_serving(&mut registry, snap);

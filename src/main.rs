@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use switchyard::config::{self, Action};
-use switchyard::control::Control;
+use switchyard::control::{Backend, Control};
 use switchyard::log;
 use switchyard::shard::Server;
 
@@ -69,7 +69,7 @@ fn main() {
                 std::process::exit(1);
             };
             log::info(&format!("discovery: file store {}", std::path::Path::new(&root).display()));
-            match Control::start_file(&cfg, &server, root.into()) {
+            match Control::start(&cfg, &server, Backend::File(root.into())) {
                 Ok(c) => Some(c),
                 Err(e) => {
                     eprintln!("switchyard: error: cannot start discovery: {e}");

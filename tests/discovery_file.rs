@@ -10,10 +10,11 @@ use std::time::{Duration, SystemTime};
 use serde_json::{json, Value};
 use switchyard::config::NamespaceFilter;
 use switchyard::discovery::file::{is_expired, namespace_matches, DEFAULT_TTL};
+use switchyard::discovery::mem::MemStore;
 use switchyard::discovery::records::{
     decode_file_name, encode_key, is_temp_file, parse_record, Codec, Record, TcpAddress,
 };
-use switchyard::discovery::{watch, FileStore, ModelInput, PeriodicWake};
+use switchyard::discovery::{watch, FileStore, InotifyWake, ModelInput, PeriodicWake, WakeSource};
 
 const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/discovery");
 
@@ -456,11 +457,10 @@ fn watch_reports_changes_only() {
     let (tx, rx) = mpsc::channel();
     let stop2 = stop.clone();
     let t = std::thread::spawn(move || {
-        let mut store = FileStore::new(root, NamespaceFilter::Any);
-        let mut wake = PeriodicWake { interval: Duration::from_millis(20) };
+        let mut store =
+            FileStore::new(root, NamespaceFilter::Any).with_wake(PeriodicWake { interval: Duration::from_millis(20) });
         watch(
             &mut store,
-            &mut wake,
             &stop2,
             |reg, snap| {
                 tx.send((reg.models.iter().map(|m| m.name.clone()).collect::<Vec<_>>(), snap.instances.len())).unwrap()
@@ -486,6 +486,73 @@ fn watch_reports_changes_only() {
     // The instance expires (no touch for > TTL) → model gone.
     set_age(&s.0.join("v1/instances").join(key_file("dynamo", "a", 1)), Duration::from_secs(30));
     assert_eq!(next(), (vec![], 1));
+    stop.store(true, Ordering::Release);
+    t.join().unwrap();
+}
+
+#[test]
+fn inotify_wakes_on_record_changes() {
+    // A root that does not exist yet: the watch must pick up directories created later.
+    let s = Store::empty();
+    let root = s.0.join("late");
+    let mut wake = InotifyWake::new(&root).with_rescan(Duration::from_secs(600));
+    let long = Duration::from_secs(60);
+    // Nothing happens: the wait runs to its bound (kept short here).
+    let t = std::time::Instant::now();
+    wake.wait(Duration::from_millis(200));
+    assert!(t.elapsed() >= Duration::from_millis(190), "woke without an event");
+    for b in ["", "v1", "v1/mdc"] {
+        fs::create_dir_all(root.join(b)).unwrap();
+        wake.wait(Duration::from_millis(50)); // absorb the directory event, add the watch
+    }
+    let path = root.join("v1/mdc").join(key_file("dynamo", "a", 1));
+    let writer = {
+        let path = path.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            fs::write(&path, b"{}").unwrap();
+        })
+    };
+    let t = std::time::Instant::now();
+    wake.wait(long);
+    assert!(t.elapsed() < long, "a new record file did not wake the watch");
+    writer.join().unwrap();
+    // Removing it wakes the watch too.
+    fs::remove_file(&path).unwrap();
+    let t = std::time::Instant::now();
+    wake.wait(long);
+    assert!(t.elapsed() < long, "a removed record did not wake the watch");
+}
+
+#[test]
+fn mem_store_is_watched_like_any_backend() {
+    let store = MemStore::new();
+    let stop = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = mpsc::channel();
+    let (stop2, store2) = (stop.clone(), store.clone());
+    let t = std::thread::spawn(move || {
+        let mut source = store2.source(NamespaceFilter::Any);
+        watch(
+            &mut source,
+            &stop2,
+            |reg, _| tx.send(reg.models.iter().map(|m| m.name.clone()).collect::<Vec<_>>()).unwrap(),
+            |e| panic!("scan error {e}"),
+        );
+    });
+    let next = || rx.recv_timeout(Duration::from_secs(5)).expect("a change report");
+    assert_eq!(next(), Vec::<String>::new());
+    let key = "dynamo/a/generate/1";
+    store.put("v1/instances", key, serde_json::to_vec(&endpoint("dynamo", "a", 1)).unwrap());
+    store.put("v1/mdc", key, serde_json::to_vec(&card("dynamo", "a", 1, "m")).unwrap());
+    // One or two reports (the writes may land in one scan); the last one serves the model.
+    let mut names = next();
+    if names.is_empty() {
+        names = next();
+    }
+    assert_eq!(names, ["m"]);
+    store.delete("v1/mdc", key);
+    assert_eq!(next(), Vec::<String>::new());
+    assert_eq!(store.len(), 1);
     stop.store(true, Ordering::Release);
     t.join().unwrap();
 }

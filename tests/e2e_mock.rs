@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::Client;
-use switchyard::control::Control;
+use switchyard::control::{Backend, Control};
 use switchyard::shard::Server;
 use switchyard::tokenize::ModelFiles;
 use switchyard::worker::{MockConfig, MockWorker};
@@ -61,6 +61,12 @@ impl Drop for Setup {
 }
 
 fn setup(tag: &str) -> Setup {
+    setup_with(tag, MockConfig { fast: true, ..MockConfig::default() })
+}
+
+/// A frontend and one worker configured by `cfg` (its script, name and model directory are
+/// set here).
+fn setup_with(tag: &str, cfg: MockConfig) -> Setup {
     let dir = qwen3_dir();
     let files = ModelFiles::load(&dir).unwrap();
     let script = files.tokenizer().unwrap().encode(ANSWER).unwrap();
@@ -68,11 +74,10 @@ fn setup(tag: &str) -> Setup {
     let _ = std::fs::remove_dir_all(&store.0);
     std::fs::create_dir_all(&store.0).unwrap();
     let worker = MockWorker::start(MockConfig {
-        fast: true,
         script: Some(script.clone()),
         model_name: "qwen3-mock".into(),
         model_dir: Some(dir),
-        ..MockConfig::default()
+        ..cfg
     })
     .unwrap();
     worker.register_file(&store.0).unwrap();
@@ -93,7 +98,7 @@ fn setup(tag: &str) -> Setup {
     let (_, cfg, _) = switchyard::config::load(&args, &|_| None).unwrap();
     let cfg = Arc::new(cfg.unwrap());
     let server = Server::start(cfg.clone()).unwrap();
-    let control = Control::start_file(&cfg, &server, store.0.clone()).unwrap();
+    let control = Control::start(&cfg, &server, Backend::File(store.0.clone())).unwrap();
     // The model shows up once the control thread has loaded it.
     let t0 = Instant::now();
     loop {
@@ -117,10 +122,10 @@ fn post(s: &Setup, path: &str, body: &serde_json::Value) -> common::Resp {
 }
 
 /// Read a chunked SSE body from a raw response and return the `data:` payloads.
-fn sse_events(s: &Setup, body: &serde_json::Value) -> Vec<String> {
+fn sse_events(addr: std::net::SocketAddr, body: &serde_json::Value) -> Vec<String> {
     use std::io::{BufRead, BufReader, Read, Write};
     let body = body.to_string();
-    let mut stream = std::net::TcpStream::connect(s.server.as_ref().unwrap().addr).unwrap();
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
     stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     write!(
         stream,
@@ -173,7 +178,7 @@ fn chat_whole_and_streamed_through_a_worker() {
     let mut streamed = msg.clone();
     streamed["stream"] = true.into();
     streamed["stream_options"] = serde_json::json!({"include_usage": true});
-    let events = sse_events(&s, &streamed);
+    let events = sse_events(s.server.as_ref().unwrap().addr, &streamed);
     assert_eq!(events.last().map(String::as_str), Some("[DONE]"));
     let mut text = String::new();
     let mut finish = None;
@@ -264,7 +269,7 @@ fn per_request_metric_families() {
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
     let mut streamed = msg.clone();
     streamed["stream"] = true.into();
-    assert_eq!(sse_events(&s, &streamed).last().map(String::as_str), Some("[DONE]"));
+    assert_eq!(sse_events(s.server.as_ref().unwrap().addr, &streamed).last().map(String::as_str), Some("[DONE]"));
     let mut unknown = msg.clone();
     unknown["model"] = "no-such-model".into();
     assert_eq!(post(&s, "/v1/chat/completions", &unknown).status, 404);
@@ -305,16 +310,7 @@ fn round_robin_and_pinned_workers() {
     })
     .unwrap();
     second.register_file(&s._store.0).unwrap();
-    let t0 = Instant::now();
-    loop {
-        let h = Client::connect(s.server.as_ref().unwrap().addr).roundtrip(b"GET /health HTTP/1.1\r\n\r\n");
-        if h.json()["instances"].as_array().is_some_and(|i| i.len() >= 2) {
-            break;
-        }
-        assert!(t0.elapsed() < Duration::from_secs(10), "the second worker never appeared");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    std::thread::sleep(Duration::from_millis(300));
+    wait_instances(&s, 2);
     let msg =
         serde_json::json!({"model": "qwen3-mock", "max_tokens": 2, "messages": [{"role": "user", "content": "hi"}]});
     let (a0, b0) = (s.worker.stats().completed, second.stats().completed);
@@ -353,4 +349,117 @@ fn round_robin_and_pinned_workers() {
     assert_eq!(s.worker.stats().completed - a0, 4);
     nv["nvext"] = serde_json::json!({"backend_instance_id": 12345});
     assert_eq!(post(&s, "/v1/chat/completions", &nv).status, 400);
+}
+
+/// Waits until `/health` lists `n` instances and every shard has the snapshot.
+fn wait_instances(s: &Setup, n: usize) {
+    let t0 = Instant::now();
+    loop {
+        let h = Client::connect(s.server.as_ref().unwrap().addr).roundtrip(b"GET /health HTTP/1.1\r\n\r\n");
+        if h.json()["instances"].as_array().is_some_and(|i| i.len() == n) {
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(10), "/health never listed {n} instances");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Shards swap snapshots between requests; give the others a moment.
+    std::thread::sleep(Duration::from_millis(300));
+}
+
+/// Registers, next to `s.worker`, a worker that is dead (its records stay, as after a
+/// SIGKILL, but nothing listens at its address). Returns its instance id.
+fn register_dead_worker(s: &Setup) -> u64 {
+    let dead_port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let id = s.worker.instance_id() ^ 0x5a5a;
+    let live = s.worker.instance_id();
+    for bucket in ["v1/instances", "v1/mdc"] {
+        let dir = s._store.0.join(bucket);
+        let file = std::fs::read_dir(&dir).unwrap().next().unwrap().unwrap().path();
+        let text = std::fs::read_to_string(&file).unwrap();
+        let text = text
+            .replace(&format!("{live:x}"), &format!("{id:x}"))
+            .replace(&live.to_string(), &id.to_string())
+            .replace(&s.worker.addr().port().to_string(), &dead_port.to_string());
+        let name = file.file_name().unwrap().to_string_lossy().replace(&format!("{live:x}"), &format!("{id:x}"));
+        std::fs::write(dir.join(name), text).unwrap();
+    }
+    wait_instances(&s, 2);
+    id
+}
+
+/// A worker whose records are still live but whose process is gone (SIGKILL within the
+/// TTL): every request still succeeds, on the other worker, and the dead one is inhibited.
+#[test]
+fn dead_worker_is_skipped_and_requests_retried() {
+    let s = setup("failover");
+    let dead = register_dead_worker(&s);
+    let before = s.worker.stats().completed;
+    let msg =
+        serde_json::json!({"model": "qwen3-mock", "max_tokens": 2, "messages": [{"role": "user", "content": "hi"}]});
+    let mut streamed = msg.clone();
+    streamed["stream"] = true.into();
+    // Fresh connections spread over both shards; each shard meets the dead worker at most once.
+    for _ in 0..6 {
+        let r = post(&s, "/v1/chat/completions", &msg);
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+        assert_eq!(sse_events(s.server.as_ref().unwrap().addr, &streamed).last().map(String::as_str), Some("[DONE]"));
+    }
+    let t0 = Instant::now();
+    while s.worker.stats().completed < before + 12 && t0.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(s.worker.stats().completed - before, 12, "every request ended on the live worker");
+    // Pinned to the dead worker: nothing else may serve it, so a clean 503.
+    let mut nv = msg.clone();
+    nv["nvext"] = serde_json::json!({"backend_instance_id": dead});
+    let r = post(&s, "/v1/chat/completions", &nv);
+    assert_eq!(r.status, 503, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.json()["error"]["type"], "service_unavailable");
+}
+
+/// Only a dead worker: a clean 503 at once, never a hang.
+#[test]
+fn only_dead_workers_is_a_clean_503() {
+    let mut s = setup("alldead");
+    register_dead_worker(&s);
+    s.worker.stop(); // deletes the live worker's records; the dead one's stay
+    wait_instances(&s, 1);
+    let msg = serde_json::json!({"model": "qwen3-mock", "messages": [{"role": "user", "content": "hi"}]});
+    for _ in 0..3 {
+        let r = post(&s, "/v1/chat/completions", &msg);
+        assert_eq!(r.status, 503, "{}", String::from_utf8_lossy(&r.body));
+        let m = r.json()["message"].as_str().unwrap_or_default().to_string();
+        assert!(
+            m == "Service temporarily unavailable" || m == "Model `qwen3-mock` is not ready to serve requests yet",
+            "{m}"
+        );
+    }
+}
+
+/// The worker dies after the first tokens went out: the stream ends with an SSE error event
+/// and `[DONE]`, as 1.6.1 ends it without migration.
+#[test]
+fn worker_death_mid_stream_ends_with_an_error_event() {
+    let mut s = setup_with(
+        "midstream",
+        MockConfig { ttft: Duration::ZERO, itl: Duration::from_millis(100), ..MockConfig::default() },
+    );
+    let addr = s.server.as_ref().unwrap().addr;
+    let msg =
+        serde_json::json!({"model": "qwen3-mock", "stream": true, "messages": [{"role": "user", "content": "hi"}]});
+    let reader = std::thread::spawn(move || sse_events(addr, &msg));
+    // Let a few tokens through, then kill the worker's connections.
+    let t0 = Instant::now();
+    while s.worker.stats().frames == 0 && t0.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::thread::sleep(Duration::from_millis(350));
+    s.worker.stop();
+    let events = reader.join().unwrap();
+    assert_eq!(events.last().map(String::as_str), Some("[DONE]"), "{events:?}");
+    let err: serde_json::Value = serde_json::from_str(&events[events.len() - 2]).unwrap();
+    assert_eq!(err["error"]["code"], 503, "{events:?}");
+    assert_eq!(err["error"]["message"], "Service temporarily unavailable");
+    let first: serde_json::Value = serde_json::from_str(&events[0]).unwrap();
+    assert_eq!(first["object"], "chat.completion.chunk", "tokens went out before the failure");
 }

@@ -1,31 +1,26 @@
 //! The file discovery backend (`--discovery-backend file`, `DYN_FILE_KV`; spec §3).
 //!
-//! [`FileStore::scan`] reads the store once into a [`Snapshot`]: it lists the buckets
-//! `v1/instances`, `v1/mdc` and `v1/event_channels`, skips writers' `.tmp_*` files, decodes
-//! file names, parses each record, drops records whose mtime is older than the TTL (the
-//! store's only liveness signal), applies the namespace filter and joins model cards to
-//! endpoint instances. [`FileStore::registry`] turns a snapshot into the
-//! [`Registry`](crate::registry::Registry) shards serve from. [`watch`] rescans on a
-//! [`WakeSource`] (periodic for now; an inotify source can implement the same trait) and
-//! reports each changed snapshot.
+//! [`FileStore::scan`] reads the store once: it lists the buckets `v1/instances`, `v1/mdc`
+//! and `v1/event_channels`, skips writers' `.tmp_*` files, decodes file names and drops
+//! records whose mtime is older than the TTL (the store's only liveness signal), then hands
+//! the rest to [`snapshot::build`](super::snapshot::build) like every backend. Between scans
+//! the store waits on a [`WakeSource`]: [`InotifyWake`] (what the control thread uses) wakes
+//! as soon as a bucket changes and still rescans periodically for TTL expiry, which produces
+//! no file event; [`PeriodicWake`] only sleeps.
 //!
 //! Blocking I/O throughout: this runs on the control thread, never on a shard.
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
-use serde_json::Value;
-
-use super::records::{
-    decode_file_name, is_temp_file, parse_record, EndpointId, EndpointRecord, ModelCard, ModelRecord, Record,
-    BUCKET_EVENT_CHANNELS, BUCKET_INSTANCES, BUCKET_MDC,
-};
+use super::records::{decode_file_name, is_temp_file, BUCKET_EVENT_CHANNELS, BUCKET_INSTANCES, BUCKET_MDC};
+use super::snapshot::{build, skip, Catalog, Raw, Skipped, Snapshot, Source};
 use crate::config::NamespaceFilter;
-use crate::registry::{ModelEntry, Registry};
+use crate::registry::Registry;
+
+pub use super::snapshot::namespace_matches;
 
 /// Dynamo's record TTL: a record whose mtime is older than this is dead (spec §3.4).
 pub const DEFAULT_TTL: Duration = Duration::from_secs(10);
@@ -33,99 +28,39 @@ pub const DEFAULT_TTL: Duration = Duration::from_secs(10);
 pub const DEFAULT_RESCAN: Duration = Duration::from_millis(200);
 /// Files larger than this are not records (cards are a few KiB).
 const MAX_RECORD_BYTES: u64 = 8 << 20;
-
-/// True when `namespace` passes the filter.
-pub fn namespace_matches(filter: &NamespaceFilter, namespace: &str) -> bool {
-    match filter {
-        NamespaceFilter::Any => true,
-        NamespaceFilter::Exact(ns) => namespace == ns,
-        NamespaceFilter::Prefix(p) => namespace.starts_with(p.as_str()),
-    }
-}
-
-/// One live record read from a bucket.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Entry<T> {
-    /// The decoded key, e.g. `dynamo/backend/generate/2aed21ef7e3e48b7`.
-    pub key: String,
-    pub modified: SystemTime,
-    pub record: T,
-    /// The record exactly as stored (key order kept).
-    pub raw: Value,
-}
-
-/// A file that was skipped, and why (temporaries are skipped silently).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Skipped {
-    pub bucket: &'static str,
-    pub file_name: String,
-    pub reason: String,
-}
-
-/// An instance that receives traffic: an endpoint record plus a model card with the same
-/// namespace, component, endpoint and instance id (spec §3.8).
-#[derive(Clone, Debug, PartialEq)]
-pub struct ServedInstance {
-    /// The card's `display_name`.
-    pub model: String,
-    pub endpoint: EndpointRecord,
-    pub card: ModelCard,
-}
-
-/// The live content of the store at one moment, after TTL and namespace filtering.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Snapshot {
-    /// Live endpoint records, sorted by key. Includes records without a card (`/health` lists
-    /// them), which receive no traffic.
-    pub instances: Vec<Entry<EndpointRecord>>,
-    /// Live model cards, sorted by key. Includes cards without an instance (not served).
-    pub cards: Vec<Entry<ModelRecord>>,
-    /// Live event-plane channels, sorted by key (kept as JSON until the event plane exists).
-    pub event_channels: Vec<Entry<Value>>,
-    /// Instances with both records, sorted by (model, endpoint, instance id).
-    pub served: Vec<ServedInstance>,
-    /// Files that are not records (not JSON, wrong type, bad name); expired records are not
-    /// listed here.
-    pub skipped: Vec<Skipped>,
-}
-
-impl Snapshot {
-    /// True when both snapshots hold the same live records. Ignores mtimes (keep-alive touches
-    /// every ~3.3 s change them) and the skipped list.
-    pub fn same_content(&self, other: &Snapshot) -> bool {
-        fn same<T>(a: &[Entry<T>], b: &[Entry<T>]) -> bool {
-            a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.key == y.key && x.raw == y.raw)
-        }
-        same(&self.instances, &other.instances)
-            && same(&self.cards, &other.cards)
-            && same(&self.event_channels, &other.event_channels)
-    }
-
-    /// Names of the models that have at least one served instance, sorted.
-    pub fn model_names(&self) -> Vec<String> {
-        let names: BTreeSet<&str> = self.served.iter().map(|s| s.model.as_str()).collect();
-        names.into_iter().map(str::to_string).collect()
-    }
-}
+/// The buckets a frontend reads.
+const BUCKETS: [&str; 3] = [BUCKET_INSTANCES, BUCKET_MDC, BUCKET_EVENT_CHANNELS];
 
 /// Reader of one `DYN_FILE_KV` directory.
-#[derive(Clone, Debug)]
 pub struct FileStore {
     root: PathBuf,
     ttl: Duration,
     filter: NamespaceFilter,
-    /// Unix seconds each currently served model was first seen (its `/v1/models` `created`).
-    first_seen: BTreeMap<String, u64>,
+    catalog: Catalog,
+    wake: Box<dyn WakeSource + Send>,
 }
 
 impl FileStore {
-    /// A store at `root` (the `DYN_FILE_KV` directory) with the default 10 s TTL.
+    /// A store at `root` (the `DYN_FILE_KV` directory) with the default 10 s TTL, rescanned
+    /// every [`DEFAULT_RESCAN`] when watched.
     pub fn new(root: impl Into<PathBuf>, filter: NamespaceFilter) -> FileStore {
-        FileStore { root: root.into(), ttl: DEFAULT_TTL, filter, first_seen: BTreeMap::new() }
+        FileStore {
+            root: root.into(),
+            ttl: DEFAULT_TTL,
+            filter,
+            catalog: Catalog::default(),
+            wake: Box::new(PeriodicWake::default()),
+        }
     }
 
     pub fn with_ttl(mut self, ttl: Duration) -> FileStore {
         self.ttl = ttl;
+        self
+    }
+
+    /// Waits on `wake` between scans when watched.
+    pub fn with_wake(mut self, wake: impl WakeSource + Send + 'static) -> FileStore {
+        self.wake = Box::new(wake);
         self
     }
 
@@ -141,48 +76,19 @@ impl FileStore {
     /// the directories when they first register). Only an unreadable existing bucket
     /// directory is an error.
     pub fn scan(&self, now: SystemTime) -> io::Result<Snapshot> {
-        let mut snap = Snapshot::default();
-        for (bucket, file_name, key, modified, bytes) in self.read_bucket(BUCKET_INSTANCES, now, &mut snap.skipped)? {
-            match parse_record(&bytes) {
-                Ok((Record::Endpoint(record), raw)) => {
-                    if namespace_matches(&self.filter, &record.namespace) {
-                        snap.instances.push(Entry { key, modified, record: *record, raw });
-                    }
-                }
-                Ok(_) => snap.skipped.push(skip(bucket, file_name, "not an Endpoint record".into())),
-                Err(e) => snap.skipped.push(skip(bucket, file_name, e)),
-            }
+        let mut skipped = Vec::new();
+        let mut files = Vec::new();
+        for bucket in BUCKETS {
+            files.extend(self.read_bucket(bucket, now, &mut skipped)?);
         }
-        for (bucket, file_name, key, modified, bytes) in self.read_bucket(BUCKET_MDC, now, &mut snap.skipped)? {
-            match parse_record(&bytes) {
-                Ok((Record::Model(record), raw)) => {
-                    if namespace_matches(&self.filter, &record.namespace) {
-                        snap.cards.push(Entry { key, modified, record: *record, raw });
-                    }
-                }
-                Ok(_) => snap.skipped.push(skip(bucket, file_name, "not a Model record".into())),
-                Err(e) => snap.skipped.push(skip(bucket, file_name, e)),
-            }
-        }
-        for (bucket, file_name, key, modified, bytes) in
-            self.read_bucket(BUCKET_EVENT_CHANNELS, now, &mut snap.skipped)?
-        {
-            match parse_record(&bytes) {
-                Ok((Record::EventChannel(record), raw)) => {
-                    let ns = raw.pointer("/scope/endpoint/namespace").and_then(Value::as_str);
-                    if ns.is_none_or(|ns| namespace_matches(&self.filter, ns)) {
-                        snap.event_channels.push(Entry { key, modified, record, raw });
-                    }
-                }
-                Ok(_) => snap.skipped.push(skip(bucket, file_name, "not an EventChannel record".into())),
-                Err(e) => snap.skipped.push(skip(bucket, file_name, e)),
-            }
-        }
-        snap.instances.sort_by(|a, b| a.key.cmp(&b.key));
-        snap.cards.sort_by(|a, b| a.key.cmp(&b.key));
-        snap.event_channels.sort_by(|a, b| a.key.cmp(&b.key));
-        snap.served = join(&snap.instances, &snap.cards);
-        Ok(snap)
+        let raw = files.iter().map(|(bucket, name, key, modified, bytes)| Raw {
+            bucket,
+            name,
+            key,
+            modified: *modified,
+            bytes,
+        });
+        Ok(build(raw, &self.filter, skipped))
     }
 
     /// Lists one bucket: (bucket, file name, decoded key, mtime, content) of each live file.
@@ -204,24 +110,20 @@ impl FileStore {
             // A file removed while listing is not an error; skip it.
             let Ok(dirent) = dirent else { continue };
             let Ok(file_name) = dirent.file_name().into_string() else {
-                skipped.push(skip(
-                    bucket,
-                    dirent.file_name().to_string_lossy().into_owned(),
-                    "name is not UTF-8".into(),
-                ));
+                skipped.push(skip(bucket, &dirent.file_name().to_string_lossy(), "name is not UTF-8".into()));
                 continue;
             };
             if is_temp_file(&file_name) {
                 continue;
             }
             let Some(key) = decode_file_name(&file_name) else {
-                skipped.push(skip(bucket, file_name, "malformed percent-encoding".into()));
+                skipped.push(skip(bucket, &file_name, "malformed percent-encoding".into()));
                 continue;
             };
             // Follow symlinks like a plain open would; a vanished file is skipped silently.
             let Ok(meta) = fs::metadata(dirent.path()) else { continue };
             if !meta.is_file() {
-                skipped.push(skip(bucket, file_name, "not a regular file".into()));
+                skipped.push(skip(bucket, &file_name, "not a regular file".into()));
                 continue;
             }
             let Ok(modified) = meta.modified() else { continue };
@@ -229,7 +131,7 @@ impl FileStore {
                 continue;
             }
             if meta.len() > MAX_RECORD_BYTES {
-                skipped.push(skip(bucket, file_name, format!("{} bytes is too large for a record", meta.len())));
+                skipped.push(skip(bucket, &file_name, format!("{} bytes is too large for a record", meta.len())));
                 continue;
             }
             let Ok(bytes) = fs::read(dirent.path()) else { continue };
@@ -238,34 +140,19 @@ impl FileStore {
         Ok(out)
     }
 
-    /// Builds the Registry shards serve from, as of `now`:
-    /// * `models`: one per `display_name` with a served instance, sorted by name; `created` is
-    ///   when this store first saw the model served (kept while it stays served), and
-    ///   `context_window` the card's top-level `context_length` (first card by key wins).
-    /// * `endpoints`: `dyn://ns.component.endpoint` of every live endpoint record, sorted,
-    ///   without duplicates.
-    /// * `instances`: every live endpoint record as stored, sorted by key.
+    /// The Registry of `snap` as of `now` (see [`Catalog::registry`]).
     pub fn registry(&mut self, snap: &Snapshot, now: SystemTime) -> Registry {
-        let now_secs = now.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-        let mut models: BTreeMap<&str, u64> = BTreeMap::new();
-        for s in &snap.served {
-            models.entry(s.model.as_str()).or_insert_with(|| s.card.context_window());
-        }
-        self.first_seen.retain(|name, _| models.contains_key(name.as_str()));
-        let models = models
-            .into_iter()
-            .map(|(name, context_window)| {
-                let created = *self.first_seen.entry(name.to_string()).or_insert(now_secs);
-                ModelEntry { name: name.to_string(), created, context_window }
-            })
-            .collect();
-        let endpoints: BTreeSet<String> = snap.instances.iter().map(|e| e.record.id().dyn_url()).collect();
-        Registry {
-            models,
-            endpoints: endpoints.into_iter().collect(),
-            instances: snap.instances.iter().map(|e| e.raw.clone()).collect(),
-            serving: Default::default(),
-        }
+        self.catalog.registry(snap, now)
+    }
+}
+
+impl Source for FileStore {
+    fn scan(&mut self, now: SystemTime) -> io::Result<Snapshot> {
+        FileStore::scan(self, now)
+    }
+
+    fn wait(&mut self, max_wait: Duration) {
+        self.wake.wait(max_wait);
     }
 }
 
@@ -275,40 +162,11 @@ pub fn is_expired(modified: SystemTime, now: SystemTime, ttl: Duration) -> bool 
     now.duration_since(modified).is_ok_and(|age| age > ttl)
 }
 
-fn skip(bucket: &'static str, file_name: String, reason: String) -> Skipped {
-    Skipped { bucket, file_name, reason }
-}
-
-/// Pairs each card with the endpoint record of the same (namespace, component, endpoint,
-/// instance id). Joining on the instance id alone would wrongly serve a worker's other
-/// endpoints (e.g. `worker_kv_query_source_*`), which share its instance id.
-fn join(instances: &[Entry<EndpointRecord>], cards: &[Entry<ModelRecord>]) -> Vec<ServedInstance> {
-    let by_id: BTreeMap<(EndpointId, u64), &EndpointRecord> =
-        instances.iter().map(|e| ((e.record.id(), e.record.instance_id), &e.record)).collect();
-    let mut served: Vec<ServedInstance> = cards
-        .iter()
-        .filter_map(|c| {
-            let ep = by_id.get(&(c.record.id(), c.record.instance_id))?;
-            Some(ServedInstance {
-                model: c.record.card_json.display_name.clone(),
-                endpoint: (*ep).clone(),
-                card: c.record.card_json.clone(),
-            })
-        })
-        .collect();
-    served.sort_by(|a, b| {
-        (&a.model, a.endpoint.id(), a.endpoint.instance_id).cmp(&(&b.model, b.endpoint.id(), b.endpoint.instance_id))
-    });
-    served
-}
-
 // ---------------------------------------------------------------------------------------------
-// Watching
+// Waking
 // ---------------------------------------------------------------------------------------------
 
-/// What wakes the watch loop for a rescan. The periodic source sleeps; an inotify source
-/// would return as soon as a bucket changes (and still time out for the TTL expiry, which
-/// produces no file event).
+/// What wakes the watch loop for a rescan.
 pub trait WakeSource {
     /// Blocks until the next rescan is due, at most `max_wait`.
     fn wait(&mut self, max_wait: Duration);
@@ -332,36 +190,98 @@ impl WakeSource for PeriodicWake {
     }
 }
 
-/// Longest single wait, so `stop` is noticed promptly whatever the wake source does.
-const MAX_WAIT: Duration = Duration::from_millis(500);
+/// Wakes as soon as a record file in a bucket is created, written, moved or removed
+/// (inotify), and at least every `rescan` (TTL expiry produces no event; Dynamo re-lists on
+/// its ~3.3 s sweep). A keep-alive touch that sets only the mtime is reported by
+/// the kernel as a modification and costs one rescan that finds nothing new. Directories
+/// that do not exist yet are watched once they appear. Falls back to plain sleeping when
+/// inotify is unavailable.
+pub struct InotifyWake {
+    fd: Option<std::os::fd::OwnedFd>,
+    dirs: Vec<PathBuf>,
+    rescan: Duration,
+    last: std::time::Instant,
+}
 
-/// Rescans `store` until `stop` is set, calling `on_change` with the new Registry and the
-/// snapshot it came from: once after the first scan, then whenever the live records change
-/// (a record added, removed, rewritten or expired). Scan errors (an unreadable bucket) go to
-/// `on_error` and keep the previous state. Blocking; meant for the control thread.
-pub fn watch(
-    store: &mut FileStore,
-    wake: &mut dyn WakeSource,
-    stop: &AtomicBool,
-    mut on_change: impl FnMut(Registry, &Snapshot),
-    mut on_error: impl FnMut(&io::Error),
-) {
-    let mut last: Option<Snapshot> = None;
-    while !stop.load(Ordering::Acquire) {
-        let now = SystemTime::now();
-        match store.scan(now) {
-            Ok(snap) => {
-                if last.as_ref().is_none_or(|l| !l.same_content(&snap)) {
-                    let registry = store.registry(&snap, now);
-                    on_change(registry, &snap);
-                    last = Some(snap);
-                }
+/// Rescan period of [`InotifyWake`] without events.
+pub const INOTIFY_RESCAN: Duration = Duration::from_secs(1);
+
+impl InotifyWake {
+    /// Watches the buckets under `root` (and `root`, `root/v1` for buckets created later).
+    pub fn new(root: &Path) -> InotifyWake {
+        use std::os::fd::FromRawFd;
+        // SAFETY: plain syscall without pointers; the result is checked before use.
+        let fd = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
+        let fd = (fd >= 0).then(|| {
+            // SAFETY: `fd` is a fresh descriptor this struct now owns alone.
+            unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) }
+        });
+        if fd.is_none() {
+            crate::log::warn("inotify is unavailable; discovery falls back to periodic rescans");
+        }
+        let mut dirs = vec![root.to_path_buf(), root.join("v1")];
+        dirs.extend(BUCKETS.iter().map(|b| root.join(b)));
+        InotifyWake { fd, dirs, rescan: INOTIFY_RESCAN, last: std::time::Instant::now() }
+    }
+
+    /// Rescans at least every `rescan` without events (default [`INOTIFY_RESCAN`]).
+    pub fn with_rescan(mut self, rescan: Duration) -> InotifyWake {
+        self.rescan = rescan;
+        self
+    }
+
+    /// (Re-)adds the watches; adding an existing watch is a no-op for the kernel.
+    fn add_watches(&self, fd: i32) {
+        use std::os::unix::ffi::OsStrExt;
+        let mask = libc::IN_MODIFY
+            | libc::IN_CLOSE_WRITE
+            | libc::IN_MOVED_FROM
+            | libc::IN_MOVED_TO
+            | libc::IN_CREATE
+            | libc::IN_DELETE
+            | libc::IN_DELETE_SELF
+            | libc::IN_MOVE_SELF;
+        for dir in &self.dirs {
+            let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else { continue };
+            // SAFETY: `c` is a valid NUL-terminated path that outlives the call.
+            unsafe { libc::inotify_add_watch(fd, c.as_ptr(), mask) };
+        }
+    }
+
+    /// Reads and discards every queued event.
+    fn drain(fd: i32) {
+        let mut buf = [0u8; 4096];
+        loop {
+            // SAFETY: `buf` is writable for its whole length.
+            let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+            if n <= 0 {
+                break;
             }
-            Err(e) => on_error(&e),
         }
-        if stop.load(Ordering::Acquire) {
-            break;
+    }
+}
+
+impl WakeSource for InotifyWake {
+    fn wait(&mut self, max_wait: Duration) {
+        use std::os::fd::AsRawFd;
+        let Some(fd) = self.fd.as_ref().map(AsRawFd::as_raw_fd) else {
+            std::thread::sleep(DEFAULT_RESCAN.min(max_wait));
+            return;
+        };
+        self.add_watches(fd);
+        let due = self.rescan.saturating_sub(self.last.elapsed());
+        let timeout = due.min(max_wait);
+        let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+        // SAFETY: one valid pollfd for the duration of the call.
+        let ready = unsafe { libc::poll(&mut pfd, 1, timeout.as_millis() as i32) };
+        if ready > 0 {
+            // Writers create a temporary, write it and rename it: let the burst settle so
+            // one rescan sees the finished record.
+            std::thread::sleep(Duration::from_millis(5));
+            Self::drain(fd);
+            self.last = std::time::Instant::now();
+        } else if self.last.elapsed() >= self.rescan {
+            self.last = std::time::Instant::now();
         }
-        wake.wait(MAX_WAIT);
     }
 }

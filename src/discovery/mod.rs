@@ -3,14 +3,20 @@
 //! * [`records`]: the record JSON Dynamo 1.6.1 writes (endpoint instances, model cards,
 //!   event channels) and the file-name key encoding; shared by every backend.
 //! * [`checksum`]: card file checksums (`blake3:<hex>`) and the card's `mdc_sum`.
-//! * [`file`]: the file backend (`DYN_FILE_KV`): scan → [`file::Snapshot`] →
-//!   [`Registry`](crate::registry::Registry), and the rescan loop [`file::watch`].
+//! * [`snapshot`]: what every backend produces — parsed, filtered, joined live records
+//!   ([`Snapshot`]) → [`Registry`](crate::registry::Registry) — and the loop [`watch`] the
+//!   control thread runs over any [`Source`].
+//! * [`file`]: the file backend (`DYN_FILE_KV`: mtime liveness, inotify + rescan).
+//! * [`mem`]: the in-process backend (`mem`), for workers embedded in this process.
 //!
 //! Runs on the control thread (blocking I/O); shards only see the Registry it publishes.
 
 pub mod checksum;
 pub mod file;
+pub mod mem;
 pub mod records;
+pub mod snapshot;
 
-pub use file::{watch, FileStore, PeriodicWake, ServedInstance, Snapshot, WakeSource};
+pub use file::{FileStore, InotifyWake, PeriodicWake, WakeSource};
 pub use records::{EndpointRecord, ModelCard, ModelInput, ModelRecord, ModelType};
+pub use snapshot::{watch, Catalog, ServedInstance, Snapshot, Source};

@@ -9,13 +9,22 @@
 //! | `device-aware-weighted` | CPU workers are chosen while their in-flight count is below `non_cpu_in_flight · cpu_count / (ratio · non_cpu_count)` (ratio `DYN_ENCODER_CUDA_TO_CPU_RATIO`, default 8); least-loaded inside the chosen group |
 //! | `direct` | the request names the worker (`x-dynamo-worker-instance-id` / `x-worker-instance-id` header, or `nvext.backend_instance_id`); without a name, an error |
 //!
-//! A named worker pins the request in every mode, as in Dynamo. "In flight" is counted by
+//! A named worker pins the request in every mode, as in Dynamo. A worker that failed on the
+//! request path (refused connect, lost connection, stream cut before the first token, no
+//! call-back) is *inhibited* — skipped by every mode — for `DYN_RUNTIME_INHIBITED_DURATION_SECS`
+//! (default 5 s), as 1.6.1 does (spec §9.1); the request is retried on another worker. Only
+//! a pinned request still goes to an inhibited worker (it asked for that one). When every
+//! worker is inhibited or already tried, [`Router::pick`] returns `None` and the caller
+//! answers 503. "In flight" is counted by
 //! this shard's router (incremented on dispatch, decremented when the answer ends): each shard
 //! is one router, as each Dynamo frontend process is one — no counter is shared between cores.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use smallvec::SmallVec;
 
 use crate::error::{Error, Kind};
 use crate::registry::Worker;
@@ -53,7 +62,13 @@ pub struct Router {
     rng: Cell<u64>,
     in_flight: Rc<RefCell<HashMap<u64, u32>>>,
     cpu_ratio: f64,
+    /// Inhibited workers and until when.
+    inhibited: RefCell<HashMap<u64, Instant>>,
+    inhibit_for: Duration,
 }
+
+/// `DYN_RUNTIME_INHIBITED_DURATION_SECS`' default.
+pub const DEFAULT_INHIBIT: Duration = Duration::from_secs(5);
 
 /// Counts a request against its worker until dropped.
 pub struct InFlight {
@@ -80,7 +95,14 @@ impl Router {
             .and_then(|v| v.parse::<f64>().ok())
             .filter(|r| *r > 0.0)
             .unwrap_or(8.0);
+        let inhibit_for = std::env::var("DYN_RUNTIME_INHIBITED_DURATION_SECS")
+            .ok()
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .filter(|s| s.is_finite() && *s >= 0.0)
+            .map_or(DEFAULT_INHIBIT, Duration::from_secs_f64);
         Router {
+            inhibited: RefCell::new(HashMap::new()),
+            inhibit_for,
             mode,
             counter: Cell::new(0),
             rng: Cell::new(seed | 1),
@@ -104,10 +126,10 @@ impl Router {
         self.in_flight.borrow().get(&id).copied().unwrap_or(0)
     }
 
-    fn least_loaded<'a>(&self, workers: impl Iterator<Item = (usize, &'a Worker)>) -> Option<usize> {
+    fn least_loaded(&self, workers: &[Worker], cands: impl Iterator<Item = usize>) -> Option<usize> {
         let mut best: Option<(usize, u32)> = None;
-        for (i, w) in workers {
-            let l = self.load(w.instance_id);
+        for i in cands {
+            let l = self.load(workers[i].instance_id);
             if best.is_none_or(|(_, b)| l < b) {
                 best = Some((i, l));
             }
@@ -115,56 +137,91 @@ impl Router {
         best.map(|(i, _)| i)
     }
 
-    /// Choose a worker index; `pinned` is the instance the request names, if any.
-    pub fn pick(&self, workers: &[Worker], pinned: Option<u64>) -> Result<usize, Error> {
-        if workers.is_empty() {
-            return Err(Error::new(Kind::ServiceUnavailable, "no worker is serving this model"));
+    /// Skip worker `id` for the inhibition period (it just failed on the request path).
+    pub fn inhibit(&self, id: u64) {
+        self.inhibited.borrow_mut().insert(id, Instant::now() + self.inhibit_for);
+    }
+
+    /// Whether worker `id` is inhibited now (expired entries are dropped).
+    pub fn is_inhibited(&self, id: u64) -> bool {
+        let mut t = self.inhibited.borrow_mut();
+        match t.get(&id) {
+            Some(until) if *until > Instant::now() => true,
+            Some(_) => {
+                t.remove(&id);
+                false
+            }
+            None => false,
         }
+    }
+
+    /// Choose a worker index for a request; `pinned` is the instance the request names, if
+    /// any, and `tried` the workers this request already failed on. `Ok(None)`: no worker
+    /// is usable now (all inhibited or tried).
+    pub fn pick(&self, workers: &[Worker], pinned: Option<u64>, tried: &[u64]) -> Result<Option<usize>, Error> {
         if let Some(id) = pinned {
-            return workers.iter().position(|w| w.instance_id == id).ok_or_else(|| {
-                Error::new(Kind::BadRequest, format!("worker instance {id} does not serve this model"))
-            });
+            return match workers.iter().position(|w| w.instance_id == id) {
+                Some(_) if tried.contains(&id) => Ok(None),
+                Some(i) => Ok(Some(i)),
+                None => Err(Error::new(Kind::BadRequest, format!("worker instance {id} does not serve this model"))),
+            };
         }
-        let n = workers.len();
-        Ok(match self.mode {
+        if self.mode == Mode::Direct {
+            return Err(Error::new(
+                Kind::BadRequest,
+                "router mode direct: name the worker with the x-dynamo-worker-instance-id header or nvext.backend_instance_id",
+            ));
+        }
+        let skip_none = tried.is_empty() && self.inhibited.borrow().is_empty();
+        let cands: SmallVec<[usize; 16]> = if skip_none {
+            (0..workers.len()).collect()
+        } else {
+            (0..workers.len())
+                .filter(|&i| {
+                    let id = workers[i].instance_id;
+                    !tried.contains(&id) && !self.is_inhibited(id)
+                })
+                .collect()
+        };
+        let n = cands.len();
+        if n == 0 {
+            return Ok(None);
+        }
+        Ok(Some(match self.mode {
             Mode::RoundRobin => {
                 let c = self.counter.get();
                 self.counter.set(c.wrapping_add(1));
-                c % n
+                cands[c % n]
             }
-            Mode::Random => self.random(n),
-            Mode::PowerOfTwo if n == 1 => 0,
+            Mode::Random => cands[self.random(n)],
+            Mode::PowerOfTwo if n == 1 => cands[0],
             Mode::PowerOfTwo => {
                 let a = self.random(n);
                 let mut b = self.random(n - 1);
                 if b >= a {
                     b += 1;
                 }
+                let (a, b) = (cands[a], cands[b]);
                 if self.load(workers[b].instance_id) < self.load(workers[a].instance_id) {
                     b
                 } else {
                     a
                 }
             }
-            Mode::LeastLoaded => self.least_loaded(workers.iter().enumerate()).unwrap_or(0),
+            Mode::LeastLoaded => self.least_loaded(workers, cands.iter().copied()).unwrap_or(cands[0]),
             Mode::DeviceAwareWeighted => {
-                let (cpu, gpu): (Vec<_>, Vec<_>) = workers.iter().enumerate().partition(|(_, w)| w.cpu);
-                let cpu_load: u32 = cpu.iter().map(|(_, w)| self.load(w.instance_id)).sum();
-                let gpu_load: u32 = gpu.iter().map(|(_, w)| self.load(w.instance_id)).sum();
+                let (cpu, gpu): (SmallVec<[usize; 16]>, SmallVec<[usize; 16]>) =
+                    cands.iter().copied().partition(|&i| workers[i].cpu);
+                let load = |g: &[usize]| -> u32 { g.iter().map(|&i| self.load(workers[i].instance_id)).sum() };
                 let use_cpu = gpu.is_empty()
                     || (!cpu.is_empty()
-                        && f64::from(cpu_load)
-                            < f64::from(gpu_load) * cpu.len() as f64 / (self.cpu_ratio * gpu.len() as f64));
+                        && f64::from(load(&cpu))
+                            < f64::from(load(&gpu)) * cpu.len() as f64 / (self.cpu_ratio * gpu.len() as f64));
                 let group = if use_cpu { cpu } else { gpu };
-                self.least_loaded(group.into_iter()).unwrap_or(0)
+                self.least_loaded(workers, group.into_iter()).unwrap_or(cands[0])
             }
-            Mode::Direct => {
-                return Err(Error::new(
-                    Kind::BadRequest,
-                    "router mode direct: name the worker with the x-dynamo-worker-instance-id header or nvext.backend_instance_id",
-                ))
-            }
-        })
+            Mode::Direct => unreachable!("handled above"),
+        }))
     }
 
     /// Count a dispatched request against worker `id` until the returned guard drops.
@@ -194,17 +251,17 @@ mod tests {
     fn round_robin_random_and_pinning() {
         let w = workers(3, &[]);
         let r = Router::new(Mode::RoundRobin, 7);
-        let picks: Vec<usize> = (0..6).map(|_| r.pick(&w, None).unwrap()).collect();
+        let picks: Vec<usize> = (0..6).map(|_| r.pick(&w, None, &[]).unwrap().unwrap()).collect();
         assert_eq!(picks, [0, 1, 2, 0, 1, 2]);
-        assert_eq!(r.pick(&w, Some(102)).unwrap(), 2);
-        assert_eq!(r.pick(&w, Some(999)).unwrap_err().status(), 400);
+        assert_eq!(r.pick(&w, Some(102), &[]).unwrap().unwrap(), 2);
+        assert_eq!(r.pick(&w, Some(999), &[]).unwrap_err().status(), 400);
         let r = Router::new(Mode::Random, 7);
         let mut seen = [0; 3];
         for _ in 0..300 {
-            seen[r.pick(&w, None).unwrap()] += 1;
+            seen[r.pick(&w, None, &[]).unwrap().unwrap()] += 1;
         }
         assert!(seen.iter().all(|&c| c > 60), "{seen:?}");
-        assert_eq!(Router::new(Mode::Direct, 1).pick(&w, None).unwrap_err().status(), 400);
+        assert_eq!(Router::new(Mode::Direct, 1).pick(&w, None, &[]).unwrap_err().status(), 400);
     }
 
     #[test]
@@ -213,16 +270,37 @@ mod tests {
         let r = Router::new(Mode::LeastLoaded, 7);
         let _a = r.dispatch(100);
         let b = r.dispatch(101);
-        assert_eq!(r.pick(&w, None).unwrap(), 2);
+        assert_eq!(r.pick(&w, None, &[]).unwrap().unwrap(), 2);
         let _c = r.dispatch(102);
         let _d = r.dispatch(102);
         drop(b);
-        assert_eq!(r.pick(&w, None).unwrap(), 1, "the guard's drop released worker 101");
+        assert_eq!(r.pick(&w, None, &[]).unwrap().unwrap(), 1, "the guard's drop released worker 101");
         let r = Router::new(Mode::PowerOfTwo, 9);
         let _busy: Vec<_> = (0..5).map(|_| r.dispatch(100)).collect();
         for _ in 0..50 {
-            assert_ne!(r.pick(&w, None).unwrap(), 0, "of any two, the idle one wins");
+            assert_ne!(r.pick(&w, None, &[]).unwrap().unwrap(), 0, "of any two, the idle one wins");
         }
+    }
+
+    #[test]
+    fn inhibited_and_tried_workers_are_skipped() {
+        let w = workers(3, &[]);
+        for mode in [Mode::RoundRobin, Mode::Random, Mode::PowerOfTwo, Mode::LeastLoaded, Mode::DeviceAwareWeighted] {
+            let r = Router::new(mode, 5);
+            r.inhibit(101);
+            for _ in 0..30 {
+                let i = r.pick(&w, None, &[100]).unwrap().unwrap();
+                assert_eq!(w[i].instance_id, 102, "{mode:?}");
+            }
+            assert_eq!(r.pick(&w, None, &[100, 102]).unwrap(), None, "{mode:?}: nothing usable");
+            // A pinned request still reaches an inhibited worker, once.
+            assert_eq!(r.pick(&w, Some(101), &[]).unwrap(), Some(1));
+            assert_eq!(r.pick(&w, Some(101), &[101]).unwrap(), None);
+        }
+        let mut r = Router::new(Mode::RoundRobin, 5);
+        r.inhibit_for = Duration::ZERO;
+        r.inhibit(100);
+        assert!(!r.is_inhibited(100), "the inhibition expires");
     }
 
     #[test]
@@ -230,11 +308,11 @@ mod tests {
         let w = workers(3, &[2]);
         let r = Router::new(Mode::DeviceAwareWeighted, 3);
         // No load anywhere: 0 < 0 is false, so a GPU worker is chosen.
-        assert!(r.pick(&w, None).unwrap() < 2);
+        assert!(r.pick(&w, None, &[]).unwrap().unwrap() < 2);
         // GPU in-flight 16 over 2 workers, ratio 8: CPU threshold 16·1/(8·2) = 1.
         let _g: Vec<_> = (0..8).map(|_| r.dispatch(100)).chain((0..8).map(|_| r.dispatch(101))).collect();
-        assert_eq!(r.pick(&w, None).unwrap(), 2);
+        assert_eq!(r.pick(&w, None, &[]).unwrap().unwrap(), 2);
         let _c = r.dispatch(102);
-        assert!(r.pick(&w, None).unwrap() < 2, "the CPU group reached its share");
+        assert!(r.pick(&w, None, &[]).unwrap().unwrap() < 2, "the CPU group reached its share");
     }
 }

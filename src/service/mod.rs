@@ -12,6 +12,7 @@
 //! Everything here runs on one shard thread and owns no locks. What crosses threads is the
 //! scrape of other shards' metrics (through their inboxes) and the `Arc<Registry>` snapshot.
 
+mod dispatch;
 pub mod inference;
 pub mod ops;
 pub mod pipeline;

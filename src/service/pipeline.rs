@@ -4,8 +4,10 @@
 //! 2. **resolve** — the model in the shard's Registry snapshot (404), its workers (503);
 //! 3. **preprocess** — chat template + tokenization with this shard's own tokenizer
 //!    ([`crate::tokenize::preprocess`]), then the `PreprocessedRequest` of the wire;
-//! 4. **route** — round-robin over the model's workers (shard-local counter);
-//! 5. **dispatch** — Dynamo's TCP request plane ([`crate::plane::client::RequestPlane`]);
+//! 4. **route** — the `--router-mode` choice among the model's usable workers
+//!    ([`crate::router`]);
+//! 5. **dispatch** — Dynamo's TCP request plane, retried on another worker until one
+//!    answers ([`super::dispatch`]);
 //! 6. **postprocess** — incremental detokenization and stop handling
 //!    ([`crate::tokenize::stop::PostProcessor`]) per worker frame;
 //! 7. **respond** — one JSON body, or SSE chunks written as they come
@@ -18,17 +20,17 @@
 use std::ops::Deref;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 
+use super::dispatch::{dispatch, Started};
 use super::tracker::{count_rejected, Tracker};
 use crate::error::{Error, Kind};
 use crate::http1::{Request, Response};
 use crate::metrics::Outcome;
 use crate::openai::response::{self as body, Meta, Usage};
 use crate::openai::{self, completions::Prompt};
-use crate::plane::callback::{new_subject, ResponseStream};
 use crate::plane::payload::{
     FinishReason as WireFinish, OutputOptions, PreprocessedRequest, RoutingHints, SamplingOptions,
     StopConditions as WireStop,
@@ -40,10 +42,6 @@ use crate::tokenize::offload;
 use crate::tokenize::preprocess::{chat_prompt, PreprocessOptions};
 use crate::tokenize::stop::{PostProcessor, StopConditions, WorkerFinish};
 use crate::tokenize::Tokenizer;
-
-/// How long a worker may take to call back after acknowledging a request (1.6.1 waits
-/// forever; we answer 503 instead).
-const CALLBACK_DEADLINE: Duration = Duration::from_secs(30);
 
 /// Which API the request came in on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -87,8 +85,6 @@ struct Plan {
     include_usage: bool,
     /// The worker the request names (header or `nvext.backend_instance_id`).
     pinned: Option<u64>,
-    /// Counts this request against its worker until the answer ends.
-    in_flight: Option<crate::router::InFlight>,
 }
 
 /// The worker a request names: the `x-dynamo-worker-instance-id` (or legacy
@@ -139,28 +135,15 @@ pub async fn run(ctx: &Rc<ShardCtx>, api: Api, req: &Request) -> Result<Response
                 }
             };
     }
-    // Stage 4: route.
-    let worker = match ctx.router.pick(&plan.serving.workers, plan.pinned) {
-        Ok(i) => plan.serving.workers[i].clone(),
-        Err(e) => {
-            track.fail(&e);
-            return Err(e);
-        }
-    };
-    plan.in_flight = Some(ctx.router.dispatch(worker.instance_id));
-    let request_id = new_subject();
-    let stream = match ctx
-        .plane
-        .generate(worker.addr, &worker.path, worker.codec, &plan.wire, &request_id, CALLBACK_DEADLINE)
-        .await
-    {
+    // Stages 4 and 5: route and dispatch, retried on another worker until one answers.
+    let started = match dispatch(ctx, &plan.model, &plan.serving, plan.pinned, &plan.wire).await {
         Ok(s) => s,
         Err(e) => {
-            let e = Error::from(e);
             track.fail(&e);
             return Err(e);
         }
     };
+    let request_id = started.request_id.clone();
     let created = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     let id = match api {
         Api::Chat => format!("chatcmpl-{request_id}"),
@@ -168,10 +151,10 @@ pub async fn run(ctx: &Rc<ShardCtx>, api: Api, req: &Request) -> Result<Response
     };
     if plan.stream {
         let (tx, rx) = local::channel::<Bytes>();
-        monoio::spawn(stream_answer(plan, stream, id, created, tx, ctx.id, track));
+        monoio::spawn(stream_answer(plan, started, id, created, tx, ctx.id, track));
         return Ok(Response::stream(200, "text/event-stream", rx).with_header("cache-control", "no-cache"));
     }
-    whole_answer(plan, stream, id, created, ctx.id, track).await
+    whole_answer(plan, started, id, created, ctx.id, track).await
 }
 
 /// What both request types say the same way (their fields have the same names).
@@ -336,7 +319,6 @@ fn finish_plan(ctx: &ShardCtx, api: Api, c: Common, source: Source<'_>, req: &Re
         stream,
         include_usage: usage,
         pinned: pinned_worker(req, nvext_worker)?,
-        in_flight: None,
     })
 }
 
@@ -438,7 +420,7 @@ fn internal(e: String) -> Error {
 
 async fn whole_answer(
     plan: Plan,
-    mut stream: ResponseStream,
+    mut stream: Started,
     id: String,
     created: u64,
     shard: usize,
@@ -477,7 +459,7 @@ async fn whole_answer(
 
 async fn stream_answer(
     plan: Plan,
-    mut stream: ResponseStream,
+    mut stream: Started,
     id: String,
     created: u64,
     tx: local::Sender<Bytes>,

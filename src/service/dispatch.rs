@@ -1,0 +1,116 @@
+//! Stage 5, dispatch: pick a worker, send the request, and wait for the worker's first
+//! answer — retrying on another worker while nothing has reached the client.
+//!
+//! A worker that fails before its first item (refused connect, connection lost before the
+//! ack, no ack, no call-back within the deadline, stream cut before any item) is inhibited
+//! in this shard's router (spec §9.1) and the request goes to the next usable worker, up to
+//! [`MAX_ATTEMPTS`] workers. A worker that refuses with an ack (`Server overloaded`) is
+//! skipped for this request but not inhibited: it is alive. Once the first item arrived,
+//! the worker owns the request (continuing a half-streamed answer elsewhere is migration,
+//! `--migration-limit`).
+//!
+//! Waiting for the first item before answering also means a failure that happens before
+//! it is a plain HTTP error status, not a 200 followed by an SSE error event.
+
+use std::rc::Rc;
+use std::time::Duration;
+
+use crate::error::{Error, Kind};
+use crate::plane::callback::{new_subject, Item, ResponseStream};
+use crate::plane::client::TransportError;
+use crate::plane::payload::PreprocessedRequest;
+use crate::plane::stream::StreamEvent;
+use crate::registry::{Serving, Worker};
+use crate::router::InFlight;
+use crate::shard::ShardCtx;
+
+/// How long a worker may take to call back after acknowledging a request (1.6.1 waits
+/// forever; we retry elsewhere or answer 503).
+pub const CALLBACK_DEADLINE: Duration = Duration::from_secs(30);
+
+/// Most workers one request is tried on.
+pub const MAX_ATTEMPTS: usize = 3;
+
+/// One event of a worker's response stream.
+pub type Event = Option<Result<StreamEvent<Item>, TransportError>>;
+
+/// A request a worker has started answering.
+pub struct Started {
+    /// The subject the worker answers on (also the response id's suffix).
+    pub request_id: String,
+    /// Counts the request against its worker until the answer ends (held, never read).
+    _in_flight: InFlight,
+    stream: ResponseStream,
+    first: Option<Event>,
+}
+
+impl Started {
+    /// The next event, beginning with the one dispatch waited for.
+    pub async fn next(&mut self) -> Event {
+        match self.first.take() {
+            Some(ev) => ev,
+            None => self.stream.next().await,
+        }
+    }
+}
+
+/// What a failed attempt means for the worker.
+fn on_failure(ctx: &ShardCtx, worker: &Worker, e: &TransportError) -> bool {
+    let retry =
+        e.is_retryable() || matches!(e, TransportError::AckTimeout { .. } | TransportError::CallbackTimeout { .. });
+    if retry && !e.is_overloaded() {
+        ctx.router.inhibit(worker.instance_id);
+    }
+    crate::log::warn(&format!("worker {:x} failed before answering: {e}", worker.instance_id));
+    retry
+}
+
+/// Send `wire` to a worker of `serving` and wait for its first item.
+pub async fn dispatch(
+    ctx: &Rc<ShardCtx>,
+    model: &str,
+    serving: &Serving,
+    pinned: Option<u64>,
+    wire: &PreprocessedRequest,
+) -> Result<Started, Error> {
+    let mut tried: smallvec::SmallVec<[u64; MAX_ATTEMPTS]> = smallvec::SmallVec::new();
+    let mut last: Option<TransportError> = None;
+    while tried.len() < MAX_ATTEMPTS {
+        let Some(i) = ctx.router.pick(&serving.workers, pinned, &tried)? else { break };
+        let worker = serving.workers[i].clone();
+        tried.push(worker.instance_id);
+        let in_flight = ctx.router.dispatch(worker.instance_id);
+        let request_id = new_subject();
+        let sent =
+            ctx.plane.generate(worker.addr, &worker.path, worker.codec, wire, &request_id, CALLBACK_DEADLINE).await;
+        let mut stream = match sent {
+            Ok(s) => s,
+            Err(e) => {
+                if !on_failure(ctx, &worker, &e) {
+                    return Err(e.into());
+                }
+                last = Some(e);
+                continue;
+            }
+        };
+        let first = loop {
+            match stream.next().await {
+                Some(Ok(StreamEvent::Handshake(_) | StreamEvent::Prologue(_))) => continue,
+                other => break other,
+            }
+        };
+        match first {
+            Some(Err(e)) => {
+                if !on_failure(ctx, &worker, &e) {
+                    return Err(e.into());
+                }
+                last = Some(e);
+            }
+            first => return Ok(Started { request_id, _in_flight: in_flight, stream, first: Some(first) }),
+        }
+    }
+    Err(match last {
+        Some(e) => e.into(),
+        None => Error::new(Kind::ServiceUnavailable, format!("Model `{model}` is not ready to serve requests yet")),
+    })
+}

@@ -383,7 +383,7 @@ fn register_dead_worker(s: &Setup) -> u64 {
         let name = file.file_name().unwrap().to_string_lossy().replace(&format!("{live:x}"), &format!("{id:x}"));
         std::fs::write(dir.join(name), text).unwrap();
     }
-    wait_instances(&s, 2);
+    wait_instances(s, 2);
     id
 }
 

@@ -25,6 +25,7 @@
 pub mod config;
 pub mod control;
 pub mod discovery;
+pub mod embedded;
 pub mod error;
 pub mod http1;
 pub mod log;

@@ -61,7 +61,8 @@ fn main() {
         server.drivers.len(),
         server.drivers.first().copied().unwrap_or("?")
     ));
-    let control = match cfg.parsed.get("discovery_backend").as_str() {
+    let mut embedded = None;
+    let backend = match cfg.parsed.get("discovery_backend").as_str() {
         Some("file") => {
             let Some(root) = std::env::var_os("DYN_FILE_KV") else {
                 eprintln!("switchyard: error: --discovery-backend file needs DYN_FILE_KV (the store's directory)");
@@ -69,10 +70,24 @@ fn main() {
                 std::process::exit(1);
             };
             log::info(&format!("discovery: file store {}", std::path::Path::new(&root).display()));
-            match Control::start(&cfg, &server, Backend::File(root.into())) {
-                Ok(c) => Some(c),
+            Some(Backend::File(root.into()))
+        }
+        Some("mem") => {
+            let e = cfg.embedded.as_ref().expect("validated: mem has embedded workers");
+            match switchyard::embedded::start(e) {
+                Ok(w) => {
+                    log::info(&format!(
+                        "discovery: in-process, {} embedded mock worker(s) serving model {:?} from {}",
+                        w.workers.len(),
+                        w.model,
+                        e.model_path.display()
+                    ));
+                    let store = w.store.clone();
+                    embedded = Some(w);
+                    Some(Backend::Mem(store))
+                }
                 Err(e) => {
-                    eprintln!("switchyard: error: cannot start discovery: {e}");
+                    eprintln!("switchyard: error: cannot start the embedded workers: {e}");
                     server.shutdown();
                     std::process::exit(1);
                 }
@@ -86,6 +101,14 @@ fn main() {
             None
         }
     };
+    let control = backend.map(|b| match Control::start(&cfg, &server, b) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("switchyard: error: cannot start discovery: {e}");
+            server.shutdown();
+            std::process::exit(1);
+        }
+    });
 
     let sig = wait_for(&signals);
     log::info(&format!("signal {sig} received: draining (grace {}s)", cfg.graceful_shutdown.as_secs_f64()));
@@ -93,6 +116,7 @@ fn main() {
         c.stop();
     }
     server.shutdown();
+    drop(embedded);
     log::info("stopped");
 }
 

@@ -315,6 +315,10 @@ pub static EXTENSION_FLAGS: &[Flag] = &[
         &[], "Most header fields per request (more: 431).").extension(),
     flag(&["--max-header-bytes"], &[], "max_header_bytes", Some("SWITCHYARD_MAX_HEADER_BYTES"), Kind::Int, Default::Int(65536),
         &[], "Most bytes of request line and headers (more: 431).").extension(),
+    flag(&["--embedded-workers"], &[], "embedded_workers", Some("SWITCHYARD_EMBEDDED_WORKERS"), Kind::Int, Default::Int(2),
+        &[], "With --discovery-backend mem: in-process mock workers to start.").extension(),
+    flag(&["--embedded-model-path"], &[], "embedded_model_path", Some("SWITCHYARD_EMBEDDED_MODEL_PATH"), Kind::Str, Default::None,
+        &[], "With --discovery-backend mem: model directory the in-process workers serve (named after it).").extension(),
 ];
 
 /// Settings Dynamo 1.6.1 reads from the environment only (no flag), and their defaults.

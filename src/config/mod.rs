@@ -86,19 +86,55 @@ const IMPLEMENTED: &[&str] = &[
     "idle_timeout_secs",
     "max_header_count",
     "max_header_bytes",
+    "embedded_workers",
+    "embedded_model_path",
     "exclude_tools_when_tool_choice_none",
 ];
 
 /// Options of which some values are implemented (the default always is).
 fn value_supported(dest: &str, v: &Value) -> bool {
     match (dest, v) {
-        ("discovery_backend", Value::Str(s)) => s == "file",
+        ("discovery_backend", Value::Str(s)) => s == "file" || s == "mem",
         ("router_mode", Value::Str(s)) => crate::router::Mode::parse(s).is_some(),
         // The event plane carries KV events, which only the kv router reads: with the other
         // router modes Dynamo's frontend does not use it either.
         ("event_plane", Value::Str(s)) => s == "zmq" || s == "nats",
         _ => false,
     }
+}
+
+/// The in-process workers of `--discovery-backend mem`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Embedded {
+    pub workers: usize,
+    /// The model directory they serve; the model is named after its last component.
+    pub model_path: PathBuf,
+}
+
+/// `--embedded-*` options: required with `mem` (its workers live in this process), refused
+/// with any other backend.
+fn embedded(p: &Parsed) -> Result<Option<Embedded>, ConfigError> {
+    let workers = int(p, "embedded_workers").unwrap_or(2);
+    let path = text(p, "embedded_model_path");
+    if text(p, "discovery_backend") != Some("mem") {
+        if path.is_some() || workers != 2 {
+            return Err(invalid("--embedded-workers and --embedded-model-path need --discovery-backend mem"));
+        }
+        return Ok(None);
+    }
+    let Some(path) = path else {
+        return Err(invalid(
+            "--discovery-backend mem serves in-process mock workers: give --embedded-model-path DIR, a model \
+             directory with tokenizer.json (bash scripts/fetch-models.sh qwen3 fetches one)",
+        ));
+    };
+    if !std::path::Path::new(path).join("tokenizer.json").is_file() {
+        return Err(invalid(format!("--embedded-model-path {path}: no tokenizer.json in that directory")));
+    }
+    if !(1..=64).contains(&workers) {
+        return Err(invalid("--embedded-workers must be between 1 and 64"));
+    }
+    Ok(Some(Embedded { workers: workers as usize, model_path: PathBuf::from(path) }))
 }
 
 /// The resolved configuration.
@@ -113,6 +149,8 @@ pub struct Config {
     pub dump_config_to: Option<PathBuf>,
     /// Shard threads; 0 = one per CPU in the affinity mask.
     pub shards: usize,
+    /// In-process workers to start (`--discovery-backend mem` only).
+    pub embedded: Option<Embedded>,
     pub pin_shards: bool,
     pub io_driver: IoDriver,
     pub header_read_timeout: Duration,
@@ -399,6 +437,7 @@ fn typed(parsed: Parsed, env: &dyn Fn(&str) -> Option<String>) -> Result<Config,
         metrics_prefix,
         dump_config_to: text(p, "dump_config_to").map(PathBuf::from),
         shards: count("shards", 0)?,
+        embedded: embedded(p)?,
         pin_shards: boolean(p, "pin_shards"),
         io_driver,
         header_read_timeout: secs(p, "header_read_timeout_secs")?,

@@ -5,10 +5,13 @@
 //! * [`checksum`]: card file checksums (`blake3:<hex>`) and the card's `mdc_sum`.
 //! * [`file`]: the file backend (`DYN_FILE_KV`): scan → [`file::Snapshot`] →
 //!   [`Registry`](crate::registry::Registry), and the rescan loop [`file::watch`].
+//! * [`etcd`]: the etcd backend (`ETCD_ENDPOINTS`): a blocking client of etcd's JSON
+//!   gateway, the frontend's [`etcd::EtcdView`] and the worker's [`etcd::EtcdLease`].
 //!
 //! Runs on the control thread (blocking I/O); shards only see the Registry it publishes.
 
 pub mod checksum;
+pub mod etcd;
 pub mod file;
 pub mod records;
 

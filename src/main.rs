@@ -106,7 +106,7 @@ fn mock_worker(args: &[String]) {
         }
     };
     let signals = block_termination_signals();
-    let store = parsed.file_kv.clone();
+    let store = parsed.backend.to_string();
     let worker = match switchyard::worker::cli::start(parsed) {
         Ok(w) => w,
         Err(e) => {
@@ -118,7 +118,7 @@ fn mock_worker(args: &[String]) {
         "mock worker for {} listening on {} (registered in {})",
         worker.config().model_name,
         worker.addr(),
-        store.display()
+        store
     ));
     wait_for(&signals);
     drop(worker);

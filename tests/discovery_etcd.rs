@@ -250,4 +250,8 @@ fn mock_worker_registers_through_etcd() {
     wait_until(&mut view, "the second worker removed", |v| v.records().next().is_none());
     let big = MockWorker::start(MockConfig { instance_id: Some(u64::MAX), ..Default::default() }).unwrap();
     assert_eq!(big.register_etcd(&etcd.endpoint()).unwrap_err().kind(), io::ErrorKind::InvalidInput);
+
+    let frontend_lease = view.lease_id();
+    view.shutdown().unwrap();
+    assert_eq!(c.lease_keepalive(frontend_lease).unwrap_err().kind(), io::ErrorKind::NotFound);
 }

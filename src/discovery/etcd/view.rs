@@ -62,6 +62,12 @@ impl EtcdView {
         &self.client
     }
 
+    /// Ends the view and revokes the frontend's lease (a clean shutdown). Merely dropping
+    /// the view stops the keep-alive and leaves the lease to expire.
+    pub fn shutdown(self) -> io::Result<()> {
+        self.lease.revoke()
+    }
+
     /// Waits up to `max_wait` for changes and applies them; `Ok(true)` as soon as a record
     /// was added, changed or removed. A lost watch is replaced by a re-list (diffed against
     /// what is held) and a new watch. While etcd cannot be reached the records are kept as

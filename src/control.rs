@@ -18,6 +18,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use crate::config::Config;
+use crate::discovery::etcd::{EtcdSource, EtcdView};
 use crate::discovery::file::{FileStore, InotifyWake};
 use crate::discovery::mem::MemStore;
 use crate::discovery::records::{Codec as CardCodec, ModelInput};
@@ -125,6 +126,9 @@ pub enum Backend {
     File(PathBuf),
     /// `--discovery-backend mem`: the in-process store.
     Mem(MemStore),
+    /// `--discovery-backend etcd`: a view already connected (so start-up fails early when
+    /// etcd cannot be reached).
+    Etcd(Box<EtcdView>),
 }
 
 /// Handle to the control thread.
@@ -148,6 +152,7 @@ impl Control {
                     Box::new(FileStore::new(root, filter).with_wake(wake))
                 }
                 Backend::Mem(store) => Box::new(store.source(filter)),
+                Backend::Etcd(view) => Box::new(EtcdSource::new(*view, filter)),
             };
             let mut builder = Builder { shards, files: HashMap::new(), tokenizers: HashMap::new() };
             watch(

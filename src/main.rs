@@ -72,6 +72,24 @@ fn main() {
             log::info(&format!("discovery: file store {}", std::path::Path::new(&root).display()));
             Some(Backend::File(root.into()))
         }
+        Some("etcd") => {
+            let endpoints = std::env::var("ETCD_ENDPOINTS")
+                .unwrap_or_else(|_| switchyard::discovery::etcd::DEFAULT_ENDPOINTS.to_string());
+            match switchyard::discovery::etcd::EtcdView::start(&endpoints) {
+                Ok(view) => {
+                    log::info(&format!("discovery: etcd at {endpoints}"));
+                    Some(Backend::Etcd(Box::new(view)))
+                }
+                Err(e) => {
+                    eprintln!(
+                        "switchyard: error: cannot reach etcd at {endpoints} (ETCD_ENDPOINTS): {e}\n\
+                         (no etcd? try --discovery-backend mem --embedded-model-path DIR for in-process workers)"
+                    );
+                    server.shutdown();
+                    std::process::exit(1);
+                }
+            }
+        }
         Some("mem") => {
             let e = cfg.embedded.as_ref().expect("validated: mem has embedded workers");
             match switchyard::embedded::start(e) {
@@ -101,21 +119,23 @@ fn main() {
             None
         }
     };
-    let control = backend.map(|b| match Control::start(&cfg, &server, b) {
-        Ok(c) => c,
-        Err(e) => {
+    let control = match backend.map(|b| Control::start(&cfg, &server, b)) {
+        None => None,
+        Some(Ok(c)) => Some(c),
+        Some(Err(e)) => {
             eprintln!("switchyard: error: cannot start discovery: {e}");
             server.shutdown();
             std::process::exit(1);
         }
-    });
+    };
 
     let sig = wait_for(&signals);
     log::info(&format!("signal {sig} received: draining (grace {}s)", cfg.graceful_shutdown.as_secs_f64()));
+    // Drain first: discovery keeps serving snapshots to the requests still in flight.
+    server.shutdown();
     if let Some(c) = control {
         c.stop();
     }
-    server.shutdown();
     drop(embedded);
     log::info("stopped");
 }
@@ -130,7 +150,7 @@ fn mock_worker(args: &[String]) {
         }
     };
     let signals = block_termination_signals();
-    let store = parsed.file_kv.clone();
+    let store = parsed.backend.to_string();
     let worker = match switchyard::worker::cli::start(parsed) {
         Ok(w) => w,
         Err(e) => {
@@ -142,7 +162,7 @@ fn mock_worker(args: &[String]) {
         "mock worker for {} listening on {} (registered in {})",
         worker.config().model_name,
         worker.addr(),
-        store.display()
+        store
     ));
     wait_for(&signals);
     drop(worker);

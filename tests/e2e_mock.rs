@@ -81,6 +81,12 @@ fn setup_with(tag: &str, cfg: MockConfig) -> Setup {
     })
     .unwrap();
     worker.register_file(&store.0).unwrap();
+    let (server, control) = frontend(Backend::File(store.0.clone()));
+    Setup { server: Some(server), control: Some(control), worker, _store: store, script }
+}
+
+/// A two-shard frontend watching `backend`, returned once a model is listed.
+fn frontend(backend: Backend) -> (Server, Control) {
     let args: Vec<String> = [
         "--http-host",
         "127.0.0.1",
@@ -98,18 +104,27 @@ fn setup_with(tag: &str, cfg: MockConfig) -> Setup {
     let (_, cfg, _) = switchyard::config::load(&args, &|_| None).unwrap();
     let cfg = Arc::new(cfg.unwrap());
     let server = Server::start(cfg.clone()).unwrap();
-    let control = Control::start(&cfg, &server, Backend::File(store.0.clone())).unwrap();
-    // The model shows up once the control thread has loaded it.
+    let control = Control::start(&cfg, &server, backend).unwrap();
+    assert!(wait_models(server.addr, |n| n > 0), "the model never appeared in /v1/models");
+    (server, control)
+}
+
+/// Polls `/v1/models` (≤ 20 s) until `want(number of models)` holds on 8 fresh connections
+/// in a row (so on every shard: each swaps in the new snapshot on its own); false on timeout.
+fn wait_models(addr: std::net::SocketAddr, want: impl Fn(usize) -> bool) -> bool {
     let t0 = Instant::now();
+    let mut streak = 0;
     loop {
-        let r = Client::connect(server.addr).roundtrip(b"GET /v1/models HTTP/1.1\r\n\r\n");
-        if r.json()["data"].as_array().is_some_and(|d| !d.is_empty()) {
-            break;
+        let r = Client::connect(addr).roundtrip(b"GET /v1/models HTTP/1.1\r\n\r\n");
+        streak = if want(r.json()["data"].as_array().map_or(0, Vec::len)) { streak + 1 } else { 0 };
+        if streak == 8 {
+            return true;
         }
-        assert!(t0.elapsed() < Duration::from_secs(20), "the model never appeared in /v1/models");
-        std::thread::sleep(Duration::from_millis(50));
+        if t0.elapsed() > Duration::from_secs(20) {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
     }
-    Setup { server: Some(server), control: Some(control), worker, _store: store, script }
 }
 
 fn post(s: &Setup, path: &str, body: &serde_json::Value) -> common::Resp {
@@ -462,4 +477,61 @@ fn worker_death_mid_stream_ends_with_an_error_event() {
     assert_eq!(err["error"]["message"], "Service temporarily unavailable");
     let first: serde_json::Value = serde_json::from_str(&events[0]).unwrap();
     assert_eq!(first["object"], "chat.completion.chunk", "tokens went out before the failure");
+}
+
+/// POSTs a one-turn chat for `model` on a fresh connection.
+fn chat_hi(addr: std::net::SocketAddr, model: &str) -> common::Resp {
+    let body = serde_json::json!({"model": model, "messages": [{"role": "user", "content": "hi"}]}).to_string();
+    let req = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    Client::connect(addr).roundtrip(req.as_bytes())
+}
+
+/// `--discovery-backend etcd` against a real etcd: a worker registered under its lease is
+/// served, and leaves `/v1/models` when it stops (deletes its keys, revokes its lease).
+#[test]
+fn etcd_discovery_serves_a_worker_until_it_stops() {
+    use switchyard::discovery::etcd::EtcdView;
+    let etcd = common::etcd::Etcd::start();
+    let files = ModelFiles::load(qwen3_dir()).unwrap();
+    let script = files.tokenizer().unwrap().encode(ANSWER).unwrap();
+    let cfg = MockConfig {
+        fast: true,
+        script: Some(script),
+        model_name: "qwen3-etcd".into(),
+        model_dir: Some(qwen3_dir()),
+        ..MockConfig::default()
+    };
+    let (mut worker, reg) = MockWorker::start_etcd(cfg, &etcd.endpoint()).unwrap();
+    assert_eq!(reg.lease_id as u64, worker.instance_id());
+    let (server, control) = frontend(Backend::Etcd(Box::new(EtcdView::start(&etcd.endpoint()).unwrap())));
+    let r = chat_hi(server.addr, "qwen3-etcd");
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.json()["choices"][0]["message"]["content"], ANSWER);
+    let h = Client::connect(server.addr).roundtrip(b"GET /health HTTP/1.1\r\n\r\n").json();
+    assert_eq!(h["instances"][0]["instance_id"], worker.instance_id());
+    worker.stop();
+    assert!(wait_models(server.addr, |n| n == 0), "the stopped worker's model stayed listed");
+    control.stop();
+    server.shutdown();
+}
+
+/// `--discovery-backend mem`: the embedded workers serve their scripted answer.
+#[test]
+fn embedded_workers_answer_through_mem_discovery() {
+    let cfg = switchyard::config::Embedded { workers: 2, model_path: qwen3_dir() };
+    let embedded = switchyard::embedded::start(&cfg).unwrap();
+    assert_eq!(embedded.model, "qwen3");
+    let (server, control) = frontend(Backend::Mem(embedded.store.clone()));
+    let r = chat_hi(server.addr, "qwen3");
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.json()["choices"][0]["message"]["content"], switchyard::embedded::ANSWER);
+    let h = Client::connect(server.addr).roundtrip(b"GET /health HTTP/1.1\r\n\r\n").json();
+    assert_eq!(h["instances"].as_array().map(Vec::len), Some(2));
+    drop(embedded); // stops and deregisters both workers
+    assert!(wait_models(server.addr, |n| n == 0), "the embedded model stayed listed");
+    control.stop();
+    server.shutdown();
 }

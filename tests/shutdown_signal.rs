@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 fn spawn(driver: &str, grace_secs: &str) -> (Child, SocketAddr) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_switchyard"))
         .args(["--http-host", "127.0.0.1", "--http-port", "0", "--shards", "2", "--io-driver", driver])
+        .args(["--discovery-backend", "file"])
+        .env("DYN_FILE_KV", std::env::temp_dir().join(format!("sy-shutdown-{}-{driver}", std::process::id())))
         .env("DYN_HTTP_GRACEFUL_SHUTDOWN_TIMEOUT_SECS", grace_secs)
         .stderr(Stdio::piped())
         .spawn()

@@ -94,7 +94,7 @@ const IMPLEMENTED: &[&str] = &[
 /// Options of which some values are implemented (the default always is).
 fn value_supported(dest: &str, v: &Value) -> bool {
     match (dest, v) {
-        ("discovery_backend", Value::Str(s)) => s == "file" || s == "mem",
+        ("discovery_backend", Value::Str(s)) => s == "file" || s == "mem" || s == "etcd",
         ("router_mode", Value::Str(s)) => crate::router::Mode::parse(s).is_some(),
         // The event plane carries KV events, which only the kv router reads: with the other
         // router modes Dynamo's frontend does not use it either.

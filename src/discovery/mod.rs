@@ -7,11 +7,15 @@
 //!   ([`Snapshot`]) → [`Registry`](crate::registry::Registry) — and the loop [`watch`] the
 //!   control thread runs over any [`Source`].
 //! * [`file`]: the file backend (`DYN_FILE_KV`: mtime liveness, inotify + rescan).
+//! * [`etcd`]: the etcd backend (`ETCD_ENDPOINTS`, leases): a blocking client of etcd's JSON
+//!   gateway, the frontend's [`etcd::EtcdView`] (also a [`Source`]) and the worker's
+//!   [`etcd::EtcdLease`].
 //! * [`mem`]: the in-process backend (`mem`), for workers embedded in this process.
 //!
 //! Runs on the control thread (blocking I/O); shards only see the Registry it publishes.
 
 pub mod checksum;
+pub mod etcd;
 pub mod file;
 pub mod mem;
 pub mod records;

@@ -239,6 +239,8 @@ pub trait Source {
     fn scan(&mut self, now: SystemTime) -> io::Result<Snapshot>;
     /// Blocks until a change may have happened, at most `max_wait`.
     fn wait(&mut self, max_wait: Duration);
+    /// Ends the watch cleanly (e.g. revokes a lease); called once when `watch` returns.
+    fn shutdown(&mut self) {}
 }
 
 /// Longest single wait, so `stop` is noticed promptly whatever the source does.
@@ -273,4 +275,5 @@ pub fn watch(
         }
         source.wait(MAX_WAIT);
     }
+    source.shutdown();
 }

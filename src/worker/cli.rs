@@ -3,26 +3,47 @@
 //! serve it.
 //!
 //! ```text
-//! switchyard mock-worker --model-path DIR [--model-name NAME] [--file-kv DIR]
-//!     [--ttft-ms 10] [--itl-ms 1] [--output-tokens 16] [--fast] [--codec msgpack|json]
+//! switchyard mock-worker --model-path DIR [--model-name NAME] [--discovery-backend file|etcd]
+//!     [--file-kv DIR] [--ttft-ms 10] [--itl-ms 1] [--output-tokens 16] [--fast] [--codec msgpack|json]
 //! ```
-//! The store defaults to `$DYN_FILE_KV`; the listen host to `$DYN_TCP_RPC_HOST` (else
-//! 127.0.0.1). The worker stays up until SIGTERM/SIGINT, then removes its records.
+//! The backend defaults to `$DYN_DISCOVERY_BACKEND`, else `file`. The file store defaults to
+//! `$DYN_FILE_KV`; etcd is reached at `$ETCD_ENDPOINTS` (else `http://localhost:2379`). The
+//! listen host defaults to `$DYN_TCP_RPC_HOST` (else 127.0.0.1). The worker stays up until
+//! SIGTERM/SIGINT, then removes its records.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use super::{MockConfig, MockWorker};
+use crate::discovery::etcd::{EtcdClient, DEFAULT_ENDPOINTS};
 use crate::plane::payload::Codec;
 
-const USAGE: &str = "usage: switchyard mock-worker --model-path DIR [--model-name NAME] [--file-kv DIR] \
-[--ttft-ms N] [--itl-ms N] [--output-tokens N] [--fast] [--codec msgpack|json] [--vocab-size N]";
+const USAGE: &str = "usage: switchyard mock-worker --model-path DIR [--model-name NAME] \
+[--discovery-backend file|etcd] [--file-kv DIR] [--ttft-ms N] [--itl-ms N] [--output-tokens N] [--fast] [--codec msgpack|json] [--vocab-size N]";
+
+/// Where the worker registers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MockBackend {
+    /// A file store directory (`DYN_FILE_KV`).
+    File(PathBuf),
+    /// etcd endpoints (`ETCD_ENDPOINTS` syntax).
+    Etcd(String),
+}
+
+impl std::fmt::Display for MockBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MockBackend::File(dir) => write!(f, "file store {}", dir.display()),
+            MockBackend::Etcd(endpoints) => write!(f, "etcd {endpoints}"),
+        }
+    }
+}
 
 /// Parsed `mock-worker` arguments.
 #[derive(Debug)]
 pub struct MockArgs {
     pub config: MockConfig,
-    pub file_kv: PathBuf,
+    pub backend: MockBackend,
 }
 
 fn number<T: std::str::FromStr>(flag: &str, v: Option<&String>) -> Result<T, String> {
@@ -34,11 +55,13 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Mo
     let mut cfg = MockConfig::default();
     let mut file_kv = env("DYN_FILE_KV").map(PathBuf::from);
     let mut model_name = None;
+    let mut backend = env("DYN_DISCOVERY_BACKEND");
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
             "--model-path" => cfg.model_dir = Some(PathBuf::from(it.next().ok_or("--model-path needs a value")?)),
             "--model-name" => model_name = Some(it.next().ok_or("--model-name needs a value")?.clone()),
+            "--discovery-backend" => backend = Some(it.next().ok_or("--discovery-backend needs a value")?.clone()),
             "--file-kv" => file_kv = Some(PathBuf::from(it.next().ok_or("--file-kv needs a value")?)),
             "--ttft-ms" => cfg.ttft = Duration::from_millis(number("--ttft-ms", it.next())?),
             "--itl-ms" => cfg.itl = Duration::from_millis(number("--itl-ms", it.next())?),
@@ -66,17 +89,32 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Mo
         let ip = host.parse().map_err(|_| format!("DYN_TCP_RPC_HOST: {host} is not an IP address"))?;
         cfg.listen = std::net::SocketAddr::new(ip, 0);
     }
-    let file_kv = file_kv.ok_or("set DYN_FILE_KV or pass --file-kv (the discovery store directory)")?;
-    Ok(MockArgs { config: cfg, file_kv })
+    let backend = match backend.as_deref().unwrap_or("file") {
+        "file" => {
+            MockBackend::File(file_kv.ok_or("set DYN_FILE_KV or pass --file-kv (the discovery store directory)")?)
+        }
+        "etcd" => {
+            let endpoints = env("ETCD_ENDPOINTS").unwrap_or_else(|| DEFAULT_ENDPOINTS.to_string());
+            EtcdClient::new(&endpoints).map_err(|e| format!("ETCD_ENDPOINTS: {e}"))?;
+            MockBackend::Etcd(endpoints)
+        }
+        other => return Err(format!("--discovery-backend {other}: expected file or etcd")),
+    };
+    Ok(MockArgs { config: cfg, backend })
 }
 
 /// Start the worker, register it, and return it (the caller waits for a signal, then drops
 /// it, which removes the records).
 pub fn start(args: MockArgs) -> std::io::Result<MockWorker> {
-    std::fs::create_dir_all(&args.file_kv)?;
-    let worker = MockWorker::start(args.config)?;
-    worker.register_file(&args.file_kv)?;
-    Ok(worker)
+    match &args.backend {
+        MockBackend::File(dir) => {
+            std::fs::create_dir_all(dir)?;
+            let worker = MockWorker::start(args.config)?;
+            worker.register_file(dir)?;
+            Ok(worker)
+        }
+        MockBackend::Etcd(endpoints) => MockWorker::start_etcd(args.config, endpoints).map(|(w, _)| w),
+    }
 }
 
 #[cfg(test)]
@@ -92,5 +130,29 @@ mod tests {
         assert!(e.contains("unknown argument --bogus"));
         let e = parse(&["--ttft-ms".into(), "x".into()], &env).unwrap_err();
         assert!(e.contains("not a number"));
+    }
+
+    #[test]
+    fn backends() {
+        let dir = std::env::temp_dir().join(format!("switchyard-cli-backends-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("tokenizer.json"), "{}").unwrap();
+        let model = vec!["--model-path".to_string(), dir.display().to_string()];
+        let with = |vars: &'static [(&'static str, &'static str)]| {
+            move |k: &str| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
+        };
+        let file = parse(&model, &with(&[("DYN_FILE_KV", "/tmp/kv")])).unwrap();
+        assert_eq!(file.backend, MockBackend::File("/tmp/kv".into()));
+        let etcd = parse(&model, &with(&[("DYN_DISCOVERY_BACKEND", "etcd")])).unwrap();
+        assert_eq!(etcd.backend, MockBackend::Etcd(DEFAULT_ENDPOINTS.into()));
+        let mut args = model.clone();
+        args.extend(["--discovery-backend".to_string(), "etcd".to_string()]);
+        let etcd = parse(&args, &with(&[("ETCD_ENDPOINTS", "http://127.0.0.1:1,http://127.0.0.1:2")])).unwrap();
+        assert_eq!(etcd.backend, MockBackend::Etcd("http://127.0.0.1:1,http://127.0.0.1:2".into()));
+        let e = parse(&args, &with(&[("ETCD_ENDPOINTS", "https://x:1")])).unwrap_err();
+        assert!(e.contains("TLS etcd endpoints are not supported yet"), "{e}");
+        let e = parse(&model, &with(&[("DYN_DISCOVERY_BACKEND", "nats")])).unwrap_err();
+        assert!(e.contains("expected file or etcd"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -62,6 +62,8 @@
 
 pub mod cli;
 mod register;
+mod register_etcd;
+mod register_mem;
 mod serve;
 
 use std::collections::HashMap;
@@ -76,6 +78,7 @@ use std::time::{Duration, Instant};
 
 pub use crate::plane::Codec;
 pub use register::{FileRegistration, UNVERIFIED_CHECKSUM};
+pub use register_etcd::EtcdRegistration;
 
 /// What the worker accepts (`card_json.model_input`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -130,7 +133,8 @@ pub struct MockConfig {
     pub model_dir: Option<PathBuf>,
     /// mtime keep-alive period of registered files (Dynamo: TTL/3 ≈ 3.33 s).
     pub keepalive: Duration,
-    /// Instance id; `None` draws a random one (the file backend's per-runtime id).
+    /// Instance id; `None` draws a random one (the file backend's per-runtime id). With
+    /// etcd it is the lease id ([`MockWorker::start_etcd`] sets it).
     pub instance_id: Option<u64>,
 }
 
@@ -289,8 +293,9 @@ impl MockWorker {
         }
     }
 
-    /// Stops the worker: deletes registered files, closes the listener and every frontend
-    /// connection, and waits (≤ 2 s) for running streams to notice. Idempotent.
+    /// Stops the worker: deletes registered files and etcd keys (then revokes the lease),
+    /// closes the listener and every frontend connection, and waits (≤ 2 s) for running
+    /// streams to notice. Idempotent.
     pub fn stop(&mut self) {
         for r in self.registrations.lock().unwrap_or_else(|e| e.into_inner()).drain(..) {
             r.remove();

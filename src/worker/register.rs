@@ -30,15 +30,43 @@ pub struct FileRegistration {
     pub instance_file: PathBuf,
 }
 
-/// A live registration: its files and the keep-alive thread.
-pub(crate) struct Registered {
+/// A live registration of either backend.
+pub(crate) enum Registered {
+    File(FileRegistered),
+    Etcd(super::register_etcd::EtcdRegistered),
+    Mem(super::register_mem::MemRegistered),
+}
+
+impl Registered {
+    /// Ends the registration the way a stopping worker does.
+    pub(crate) fn remove(self) {
+        match self {
+            Registered::File(f) => f.remove(),
+            Registered::Etcd(e) => e.remove(),
+            Registered::Mem(m) => m.remove(),
+        }
+    }
+}
+
+/// The two records a worker registers, as stored by every backend.
+pub(crate) struct WorkerRecords {
+    /// `<ns>/<component>/<endpoint>/<instance hex>`, the key in both buckets.
+    pub(crate) key: String,
+    /// The model card record (`v1/mdc`).
+    pub(crate) card: Vec<u8>,
+    /// The endpoint instance record (`v1/instances`).
+    pub(crate) instance: Vec<u8>,
+}
+
+/// A live file registration: its files and the keep-alive thread.
+pub(crate) struct FileRegistered {
     files: FileRegistration,
     /// Dropping the sender stops the keep-alive thread.
     stop: Option<mpsc::Sender<()>>,
     keepalive: Option<JoinHandle<()>>,
 }
 
-impl Registered {
+impl FileRegistered {
     /// Stops the keep-alive and deletes the files (graceful shutdown, spec §3.4).
     pub(crate) fn remove(mut self) {
         self.stop.take();
@@ -63,9 +91,36 @@ impl MockWorker {
     /// first, then the instance record (the order a Python worker uses), and starts a thread
     /// touching both every `keepalive`. [`MockWorker::stop`] deletes them.
     pub fn register_file(&self, root: &Path) -> io::Result<FileRegistration> {
+        let records = self.worker_records()?;
+        let key = encode_key(&records.key);
+        let card_file = publish(&root.join(BUCKET_MDC), &key, &records.card)?;
+        let instance_file = match publish(&root.join(BUCKET_INSTANCES), &key, &records.instance) {
+            Ok(f) => f,
+            Err(e) => {
+                let _ = fs::remove_file(&card_file);
+                return Err(e);
+            }
+        };
+        let files = FileRegistration { root: root.to_path_buf(), card_file, instance_file };
+        let (tx, rx) = mpsc::channel::<()>();
+        let touched = [files.card_file.clone(), files.instance_file.clone()];
+        let period = self.shared.cfg.keepalive;
+        let keepalive = std::thread::Builder::new().name("mock-worker-keepalive".into()).spawn(move || {
+            while let Err(mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(period) {
+                for f in &touched {
+                    let _ = touch(f);
+                }
+            }
+        })?;
+        let reg = FileRegistered { files: files.clone(), stop: Some(tx), keepalive: Some(keepalive) };
+        self.registrations.lock().unwrap_or_else(|e| e.into_inner()).push(Registered::File(reg));
+        Ok(files)
+    }
+
+    /// The card and instance records of this worker (card first in registration order).
+    pub(crate) fn worker_records(&self) -> io::Result<WorkerRecords> {
         let s = &self.shared;
         let cfg = &s.cfg;
-        let key = encode_key(&instance_key(&cfg.namespace, &cfg.component, &cfg.endpoint, s.instance_id));
         let card = json!({
             "type": "Model",
             "namespace": cfg.namespace,
@@ -84,28 +139,11 @@ impl MockWorker {
             "device_type": "cuda",
             "request_plane_codec": cfg.codec.as_str(),
         });
-        let card_file = publish(&root.join(BUCKET_MDC), &key, &to_bytes(&card)?)?;
-        let instance_file = match publish(&root.join(BUCKET_INSTANCES), &key, &to_bytes(&instance)?) {
-            Ok(f) => f,
-            Err(e) => {
-                let _ = fs::remove_file(&card_file);
-                return Err(e);
-            }
-        };
-        let files = FileRegistration { root: root.to_path_buf(), card_file, instance_file };
-        let (tx, rx) = mpsc::channel::<()>();
-        let touched = [files.card_file.clone(), files.instance_file.clone()];
-        let period = cfg.keepalive;
-        let keepalive = std::thread::Builder::new().name("mock-worker-keepalive".into()).spawn(move || {
-            while let Err(mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(period) {
-                for f in &touched {
-                    let _ = touch(f);
-                }
-            }
-        })?;
-        let reg = Registered { files: files.clone(), stop: Some(tx), keepalive: Some(keepalive) };
-        self.registrations.lock().unwrap_or_else(|e| e.into_inner()).push(reg);
-        Ok(files)
+        Ok(WorkerRecords {
+            key: instance_key(&cfg.namespace, &cfg.component, &cfg.endpoint, s.instance_id),
+            card: to_bytes(&card)?,
+            instance: to_bytes(&instance)?,
+        })
     }
 
     /// The `card_json` the mocker publishes (spec §3.2), with this worker's values.

@@ -1,6 +1,8 @@
 //! Helpers for tests that talk to a real switchyard over real sockets.
 #![allow(dead_code)]
 
+pub mod etcd;
+
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;

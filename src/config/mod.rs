@@ -75,6 +75,9 @@ const IMPLEMENTED: &[&str] = &[
     "http_port",
     "metrics_prefix",
     "dump_config_to",
+    // Discovery filters (every backend applies them to the records it reads).
+    "namespace",
+    "namespace_prefix",
     // Dynamo ignores these two with a warning; so do we.
     "admission_control",
     "enforce_disagg",

@@ -8,8 +8,8 @@
 //! Serving data per model ([`Serving`]): the parsed model files, one tokenizer instance *per
 //! shard* (shard `i` only ever touches `tokenizers[i]`, so no instance is shared between
 //! threads), and the workers that serve it. Model files are read from the paths the card
-//! names (shared storage, like the mocker's default); a card whose files are only reachable
-//! over HTTP is not served yet, and that is logged.
+//! names, verified against their checksums — in shared storage, or downloaded from the
+//! worker's URLs ([`crate::discovery::cardfiles`]).
 
 use std::collections::HashMap;
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -18,6 +18,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use crate::config::Config;
+use crate::discovery::cardfiles::{default_cache, model_dir};
 use crate::discovery::etcd::{EtcdSource, EtcdView};
 use crate::discovery::file::{FileStore, InotifyWake};
 use crate::discovery::mem::MemStore;
@@ -35,17 +36,11 @@ struct Builder {
     files: HashMap<PathBuf, Arc<ModelFiles>>,
     /// Per-shard tokenizers, by directory (built once).
     tokenizers: HashMap<PathBuf, Arc<Vec<crate::tokenize::Tokenizer>>>,
+    /// Where card files served over HTTP are downloaded.
+    cache: PathBuf,
 }
 
 impl Builder {
-    fn model_dir(card: &crate::discovery::records::ModelCard) -> Option<PathBuf> {
-        let (_, slot) = card.file_slots().into_iter().find(|(kind, _)| *kind == "tokenizer")?;
-        if slot.file.is_url() {
-            return None;
-        }
-        Path::new(&slot.file.path).parent().map(Path::to_path_buf)
-    }
-
     fn load(&mut self, dir: &Path) -> Result<(Arc<ModelFiles>, Arc<Vec<crate::tokenize::Tokenizer>>), String> {
         if let (Some(f), Some(t)) = (self.files.get(dir), self.tokenizers.get(dir)) {
             return Ok((f.clone(), t.clone()));
@@ -82,21 +77,14 @@ impl Builder {
                 continue;
             }
             let input = served.card.model_input;
-            let loaded = match (input, Self::model_dir(&served.card)) {
-                (ModelInput::Tokens, Some(dir)) => match self.load(&dir) {
+            let loaded = match input {
+                ModelInput::Tokens => match model_dir(&served.card, &self.cache).and_then(|dir| self.load(&dir)) {
                     Ok(x) => Some(x),
                     Err(e) => {
                         crate::log::error(&format!("model {}: not served: {e}", served.model));
                         continue;
                     }
                 },
-                (ModelInput::Tokens, None) => {
-                    crate::log::error(&format!(
-                        "model {}: not served: its tokenizer is not a local file (card files over HTTP are not supported yet)",
-                        served.model
-                    ));
-                    continue;
-                }
                 _ => {
                     crate::log::error(&format!(
                         "model {}: not served: only Tokens models are supported yet",
@@ -154,7 +142,8 @@ impl Control {
                 Backend::Mem(store) => Box::new(store.source(filter)),
                 Backend::Etcd(view) => Box::new(EtcdSource::new(*view, filter)),
             };
-            let mut builder = Builder { shards, files: HashMap::new(), tokenizers: HashMap::new() };
+            let mut builder =
+                Builder { shards, files: HashMap::new(), tokenizers: HashMap::new(), cache: default_cache() };
             watch(
                 source.as_mut(),
                 &stop2,

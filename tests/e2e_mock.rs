@@ -105,18 +105,21 @@ fn frontend(backend: Backend) -> (Server, Control) {
     let cfg = Arc::new(cfg.unwrap());
     let server = Server::start(cfg.clone()).unwrap();
     let control = Control::start(&cfg, &server, backend).unwrap();
-    assert!(wait_models(server.addr, |n| n > 0), "the model never appeared in /v1/models");
+    assert!(wait_models(server.addr, |ids| !ids.is_empty()), "the model never appeared in /v1/models");
     (server, control)
 }
 
 /// Polls `/v1/models` (≤ 20 s) until `want(number of models)` holds on 8 fresh connections
 /// in a row (so on every shard: each swaps in the new snapshot on its own); false on timeout.
-fn wait_models(addr: std::net::SocketAddr, want: impl Fn(usize) -> bool) -> bool {
+fn wait_models(addr: std::net::SocketAddr, want: impl Fn(&[&str]) -> bool) -> bool {
     let t0 = Instant::now();
     let mut streak = 0;
     loop {
         let r = Client::connect(addr).roundtrip(b"GET /v1/models HTTP/1.1\r\n\r\n");
-        streak = if want(r.json()["data"].as_array().map_or(0, Vec::len)) { streak + 1 } else { 0 };
+        let v = r.json();
+        let ids: Vec<&str> =
+            v["data"].as_array().map_or(vec![], |d| d.iter().filter_map(|m| m["id"].as_str()).collect());
+        streak = if want(&ids) { streak + 1 } else { 0 };
         if streak == 8 {
             return true;
         }
@@ -513,7 +516,7 @@ fn etcd_discovery_serves_a_worker_until_it_stops() {
     let h = Client::connect(server.addr).roundtrip(b"GET /health HTTP/1.1\r\n\r\n").json();
     assert_eq!(h["instances"][0]["instance_id"], worker.instance_id());
     worker.stop();
-    assert!(wait_models(server.addr, |n| n == 0), "the stopped worker's model stayed listed");
+    assert!(wait_models(server.addr, |ids| ids.is_empty()), "the stopped worker's model stayed listed");
     control.stop();
     server.shutdown();
 }
@@ -531,7 +534,86 @@ fn embedded_workers_answer_through_mem_discovery() {
     let h = Client::connect(server.addr).roundtrip(b"GET /health HTTP/1.1\r\n\r\n").json();
     assert_eq!(h["instances"].as_array().map(Vec::len), Some(2));
     drop(embedded); // stops and deregisters both workers
-    assert!(wait_models(server.addr, |n| n == 0), "the embedded model stayed listed");
+    assert!(wait_models(server.addr, |ids| ids.is_empty()), "the embedded model stayed listed");
     control.stop();
     server.shutdown();
+}
+
+/// Serves the files of `dir` over HTTP at `/v1/metadata/.../_base/<name>` (as a worker with
+/// `DYN_SYSTEM_PORT` does) and counts the requests. `corrupt` serves altered bytes.
+fn serve_card_files(dir: PathBuf, corrupt: bool) -> (u16, Arc<std::sync::atomic::AtomicUsize>) {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let hits = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let hits2 = hits.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            let mut line = String::new();
+            let mut r = BufReader::new(conn.try_clone().unwrap());
+            if r.read_line(&mut line).is_err() {
+                continue;
+            }
+            let name = line.split_whitespace().nth(1).unwrap_or("").rsplit('/').next().unwrap_or("").to_string();
+            hits2.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let (status, mut body) = match std::fs::read(dir.join(&name)) {
+                Ok(b) => ("200 OK", b),
+                Err(_) => ("404 Not Found", Vec::new()),
+            };
+            if corrupt {
+                body.push(b' ');
+            }
+            let _ = write!(conn, "HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", body.len());
+            let _ = conn.write_all(&body);
+        }
+    });
+    (port, hits)
+}
+
+/// Rewrites the worker's card: a new display name and every file slot a URL on `port`.
+fn card_over_http(s: &Setup, name: &str, port: u16) {
+    let dir = s._store.0.join("v1/mdc");
+    let file = std::fs::read_dir(&dir).unwrap().next().unwrap().unwrap().path();
+    let mut card: serde_json::Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    card["card_json"]["display_name"] = name.into();
+    for slot in ["model_info", "tokenizer", "prompt_formatter", "gen_config"] {
+        if let Some(kinds) = card["card_json"][slot].as_object_mut() {
+            for f in kinds.values_mut() {
+                let base = f["path"].as_str().unwrap().rsplit('/').next().unwrap().to_string();
+                f["path"] =
+                    format!("http://127.0.0.1:{port}/v1/metadata/dynamo/backend/generate/{name}/_base/{base}").into();
+            }
+        }
+    }
+    std::fs::write(&file, serde_json::to_vec(&card).unwrap()).unwrap();
+}
+
+/// Card files served by the worker over HTTP are downloaded once, verified, and served
+/// from; a file whose checksum does not match keeps the model out.
+#[test]
+fn card_files_over_http_are_fetched_and_verified() {
+    let s = setup("cardurl");
+    let addr = s.server.as_ref().unwrap().addr;
+    let name = format!("qwen3-url-{}", std::process::id());
+    let (port, hits) = serve_card_files(qwen3_dir(), false);
+    card_over_http(&s, &name, port);
+    assert!(wait_models(addr, |ids| ids == [name.as_str()]), "the URL card was not served");
+    let r = chat_hi(addr, &name);
+    assert_eq!(r.json()["choices"][0]["message"]["content"], ANSWER);
+    assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 4, "each of the 4 files fetched once");
+    // A corrupted file: the card is refused, its model not listed.
+    let bad = format!("qwen3-bad-{}", std::process::id());
+    let (port, hits) = serve_card_files(qwen3_dir(), true);
+    card_over_http(&s, &bad, port);
+    let t0 = Instant::now();
+    while hits.load(std::sync::atomic::Ordering::SeqCst) == 0 && t0.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(wait_models(addr, |ids| ids.is_empty()), "a card with a checksum mismatch was served");
+    assert_eq!(chat_hi(addr, &bad).status, 404);
+    let cache = switchyard::discovery::cardfiles::default_cache().join("by-slug");
+    for n in [&name, &bad] {
+        let _ = std::fs::remove_dir_all(cache.join(n));
+    }
 }

@@ -2,6 +2,8 @@
 //!
 //! * [`records`]: the record JSON Dynamo 1.6.1 writes (endpoint instances, model cards,
 //!   event channels) and the file-name key encoding; shared by every backend.
+//! * [`cardfiles`]: the files a card names — verified in shared storage, or downloaded from
+//!   the worker's URLs into a cache.
 //! * [`checksum`]: card file checksums (`blake3:<hex>`) and the card's `mdc_sum`.
 //! * [`snapshot`]: what every backend produces — parsed, filtered, joined live records
 //!   ([`Snapshot`]) → [`Registry`](crate::registry::Registry) — and the loop [`watch`] the
@@ -14,6 +16,7 @@
 //!
 //! Runs on the control thread (blocking I/O); shards only see the Registry it publishes.
 
+pub mod cardfiles;
 pub mod checksum;
 pub mod etcd;
 pub mod file;

@@ -28,6 +28,26 @@ pub(crate) fn write_request(stream: &mut TcpStream, authority: &str, path: &str,
     stream.write_all(&req)
 }
 
+/// `GET url` (`http://host[:port]/path`) on a connection of its own: the body of a 200
+/// response. Any other status, `https://`, or no answer within `timeout` per read is an
+/// error. Used for model-card files a worker serves over HTTP.
+pub(crate) fn http_get(url: &str, timeout: Duration) -> io::Result<Vec<u8>> {
+    let rest = url.strip_prefix("http://").ok_or_else(|| bad(format!("{url}: only http:// URLs are supported")))?;
+    let (authority, path) = rest.find('/').map_or((rest, "/"), |i| (&rest[..i], &rest[i..]));
+    let with_port = if authority.contains(':') { authority.to_string() } else { format!("{authority}:80") };
+    let addr = std::net::ToSocketAddrs::to_socket_addrs(&with_port)?
+        .next()
+        .ok_or_else(|| bad(format!("{authority}: no address")))?;
+    let mut stream = TcpStream::connect_timeout(&addr, timeout)?;
+    set_timeouts(&stream, timeout)?;
+    let req = format!("GET {path} HTTP/1.1\r\nHost: {authority}\r\nAccept: */*\r\nConnection: close\r\n\r\n");
+    stream.write_all(req.as_bytes())?;
+    match Response::read_head(stream)?.read_to_end()? {
+        (200, body) => Ok(body),
+        (status, _) => Err(bad(format!("GET {url}: HTTP {status}"))),
+    }
+}
+
 /// How the body of a response ends.
 #[derive(Debug)]
 enum Framing {

@@ -1,0 +1,111 @@
+//! The files a model card names (config, tokenizer, tokenizer config, chat template,
+//! generation config): where they are read from, and their checksums.
+//!
+//! A card's file slots carry a `path` and a `blake3:<hex>` checksum. A local path means
+//! shared storage (a worker without `DYN_SYSTEM_PORT`); every file is verified where it
+//! lies and the tokenizer's directory is used. A URL means the worker serves the files
+//! itself (`http://<host>:<port>/v1/metadata/<ns>/<component>/<endpoint>/<slug>/_base/<file>`,
+//! spec §3.6): each is downloaded once into `<cache>/by-slug/<slug>/<mdc_sum>/<file>`
+//! (Dynamo keeps `~/.cache/dynamo/mdc/by-slug/...`), verified, and the directory used. A file
+//! whose checksum does not match rejects the card, as Dynamo does.
+//!
+//! Blocking I/O; runs on the control thread.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::checksum::{file_checksum, verify_file};
+use super::records::ModelCard;
+
+/// Per-read bound on a card file download.
+const FETCH_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Where downloaded card files are kept: `$SWITCHYARD_CACHE_DIR/mdc`, else
+/// `$HOME/.cache/switchyard/mdc`, else the temp directory's.
+pub fn default_cache() -> PathBuf {
+    if let Some(d) = std::env::var_os("SWITCHYARD_CACHE_DIR") {
+        return PathBuf::from(d).join("mdc");
+    }
+    match std::env::var_os("HOME") {
+        Some(h) => PathBuf::from(h).join(".cache/switchyard/mdc"),
+        None => std::env::temp_dir().join("switchyard-cache/mdc"),
+    }
+}
+
+/// A directory name made of the display name: ASCII letters and digits kept (lower case),
+/// everything else one `-`.
+fn slug(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for c in name.chars() {
+        if c.is_ascii_alphanumeric() {
+            out.push(c.to_ascii_lowercase());
+        } else if !out.ends_with('-') {
+            out.push('-');
+        }
+    }
+    let out = out.trim_matches('-');
+    if out.is_empty() {
+        "model".into()
+    } else {
+        out.into()
+    }
+}
+
+/// The last path segment of a URL, if it is a plain file name.
+fn file_name(url: &str) -> Option<&str> {
+    let name = url.rsplit('/').next()?;
+    let name = name.split(['?', '#']).next()?;
+    (!name.is_empty() && name != "." && name != ".." && !name.contains('\\')).then_some(name)
+}
+
+/// The local directory holding `card`'s files, verified: the tokenizer's own directory for
+/// shared storage, or the cache directory the URL files were downloaded to.
+pub fn model_dir(card: &ModelCard, cache: &Path) -> Result<PathBuf, String> {
+    let slots = card.file_slots();
+    let Some((_, tokenizer)) = slots.iter().find(|(kind, _)| *kind == "tokenizer") else {
+        return Err("the card names no tokenizer file".into());
+    };
+    if !tokenizer.file.is_url() {
+        card.verify_local_files()?;
+        return Path::new(&tokenizer.file.path)
+            .parent()
+            .map(Path::to_path_buf)
+            .ok_or_else(|| format!("tokenizer path {} has no directory", tokenizer.file.path));
+    }
+    let dir = cache.join("by-slug").join(slug(&card.display_name)).join(card.mdc_sum());
+    fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    for (kind, slot) in &slots {
+        let f = &slot.file;
+        if !f.is_url() {
+            return Err(format!("{kind}: mixing local paths and URLs in one card is not supported"));
+        }
+        let name = file_name(&f.path).ok_or_else(|| format!("{kind}: no file name in {}", f.path))?;
+        let target = dir.join(name);
+        if verify_file(&target, &f.checksum).is_ok() {
+            continue; // downloaded before
+        }
+        let bytes = super::etcd::wire::http_get(&f.path, FETCH_TIMEOUT).map_err(|e| format!("{kind}: {e}"))?;
+        let got = file_checksum(&bytes);
+        if got != f.checksum {
+            return Err(format!("{kind}: checksum mismatch for {}: card says {}, file is {got}", f.path, f.checksum));
+        }
+        let tmp = dir.join(format!(".tmp_{name}"));
+        fs::write(&tmp, &bytes).and_then(|_| fs::rename(&tmp, &target)).map_err(|e| format!("{kind}: {e}"))?;
+    }
+    Ok(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slugs_and_file_names() {
+        assert_eq!(slug("Qwen/Qwen3-0.6B"), "qwen-qwen3-0-6b");
+        assert_eq!(slug("///"), "model");
+        assert_eq!(file_name("http://h:1/v1/metadata/a/b/_base/tokenizer.json"), Some("tokenizer.json"));
+        assert_eq!(file_name("http://h:1/x/"), None);
+        assert_eq!(file_name("http://h:1/x/.."), None);
+    }
+}

@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# W1/W2 side by side: the same two real `python -m dynamo.mocker` workers behind switchyard
+# and behind the real `python -m dynamo.frontend` 1.6.1, one run, alternating frontends,
+# each frontend pinned to CPU 0 (switchyard with one shard), load generator and workers on
+# CPU 1, at a fixed open-loop request rate both sustain:
+#   W1: chat, ~100 prompt tokens, max_tokens 1, non-streaming
+#   W2: chat, ~1,000 prompt tokens, 64 output tokens, streaming
+# Reports per frontend and workload: requests ok/sent, frontend CPU-seconds per 1,000
+# requests (utime+stime of the whole process from /proc), TTFT p50/p99. Then counts
+# switchyard's instructions per request with valgrind's callgrind (this VM has no hardware
+# counters, so `perf stat -e instructions` is not available): collection is switched on
+# only around the measured load, and every thread of the process is counted.
+# Needs root (loopback-only network namespace). Writes a markdown table to stdout.
+#
+# Usage: bash perf/w1_w2.sh     (RATE1=40 RATE2=8 DURATION=20 ROUNDS=2 CG_REQUESTS=200)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ "${1:-}" != "--inside" ]; then
+  bash scripts/install-dynamo.sh >/dev/null
+  bash scripts/fetch-models.sh qwen3 >/dev/null
+  command -v valgrind >/dev/null || { apt-get update -qq && apt-get install -y -qq valgrind; }
+  cargo build --release --quiet
+  exec unshare -n bash "$0" --inside
+fi
+ip link set lo up
+RATE1=${RATE1:-40}
+RATE2=${RATE2:-8}
+DURATION=${DURATION:-20}
+ROUNDS=${ROUNDS:-2}
+CG_REQUESTS=${CG_REQUESTS:-200}
+VENV=${VENV:-${HOME:-/root}/.cache/switchyard-dynamo-venv}
+PY="$VENV/bin/python"
+BIN=${CARGO_TARGET_DIR:-target}/release/switchyard
+MODEL=${SWITCHYARD_MODELS:-$HOME/.cache/switchyard-models}/qwen3
+export DYN_TCP_RPC_HOST=127.0.0.1 DYN_TCP_RESPONSE_STREAM_HOST=127.0.0.1 DYN_EVENT_PLANE_HOST=127.0.0.1
+WORK=$(mktemp -d)
+export DYN_FILE_KV="$WORK/kv"
+PIDS=()
+cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$WORK"; }
+trap cleanup EXIT
+TCK=$(getconf CLK_TCK)
+cpu() { awk '{print $14+$15}' "/proc/$1/stat"; }
+
+for i in 1 2; do
+  taskset -c 1 "$PY" -m dynamo.mocker --model-path "$MODEL" --model-name qwen3 --discovery-backend file \
+    --request-plane tcp --event-plane zmq --speedup-ratio 10 >"$WORK/mocker$i.log" 2>&1 &
+  PIDS+=($!)
+done
+
+wait_model() { # port
+  for _ in $(seq 1 240); do
+    curl -s "localhost:$1/v1/models" | grep -q '"qwen3"' && return 0
+    sleep 0.5
+  done
+  echo "FAIL: no model on port $1" >&2
+  return 1
+}
+
+OFFSET=0
+load() { # port workload rate duration → JSON
+  OFFSET=$((OFFSET + 100000))
+  taskset -c 1 "$PY" perf/loadgen.py --url "http://127.0.0.1:$1" --model qwen3 --workload "$2" --rate "$3" \
+    --duration "$4" --offset "$OFFSET"
+}
+
+measure() { # label port pid workload rate
+  local label=$1 port=$2 pid=$3 w=$4 rate=$5
+  load "$port" "$w" "$rate" 3 >/dev/null # warm-up
+  local c0 c1 out
+  c0=$(cpu "$pid")
+  out=$(load "$port" "$w" "$rate" "$DURATION")
+  c1=$(cpu "$pid")
+  python3 - "$label" "$w" "$rate" "$c0" "$c1" "$TCK" "$out" <<'PYEOF'
+import json, sys
+label, w, rate, c0, c1, tck, out = sys.argv[1:]
+r = json.loads(out)
+cpu = (float(c1) - float(c0)) / float(tck)
+per_k = cpu * 1000 / max(r["ok"], 1)
+print(f"| {w.upper()} | {label} | {rate} | {r['ok']}/{r['sent']} | {per_k:.3f} | {r['ttft_p50_ms']} | {r['ttft_p99_ms']} |")
+PYEOF
+}
+
+start_switchyard() { # port [prefix...]
+  local port=$1; shift
+  "$@" "$BIN" --discovery-backend file --http-host 127.0.0.1 --http-port "$port" --shards 1 --no-pin-shards \
+    2>>"$WORK/sy.log" &
+}
+
+echo "| workload | frontend | req/s | ok/sent | CPU-s per 1k req | TTFT p50 ms | TTFT p99 ms |"
+echo "|---|---|---:|---:|---:|---:|---:|"
+for _ in $(seq 1 "$ROUNDS"); do
+  for w in w1 w2; do
+    rate=$RATE1; [ "$w" = w2 ] && rate=$RATE2
+    start_switchyard 18290 taskset -c 0
+    SY=$!
+    wait_model 18290
+    measure "switchyard (1 shard)" 18290 "$SY" "$w" "$rate"
+    kill "$SY"; wait "$SY" 2>/dev/null || true
+    taskset -c 0 "$PY" -m dynamo.frontend --discovery-backend file --request-plane tcp \
+      --http-host 127.0.0.1 --http-port 18291 >>"$WORK/dyn.log" 2>&1 &
+    DY=$!
+    wait_model 18291
+    measure "dynamo.frontend 1.6.1" 18291 "$DY" "$w" "$rate"
+    kill "$DY"; wait "$DY" 2>/dev/null || true
+  done
+done
+
+echo
+echo "| workload | switchyard instructions per request (callgrind, all threads) | requests |"
+echo "|---|---:|---:|"
+for w in w1 w2; do
+  rate=$RATE1; [ "$w" = w2 ] && rate=$RATE2
+  # Under valgrind everything runs ~50x slower: a lower rate keeps the frontend unsaturated.
+  cg_rate=$(python3 -c "print(max(1, min($rate, 10)))")
+  start_switchyard 18292 taskset -c 0 valgrind --tool=callgrind --collect-atstart=no \
+    --callgrind-out-file="$WORK/cg.$w.out"
+  CG=$!
+  wait_model 18292
+  load 18292 "$w" "$cg_rate" 2 >/dev/null # warm-up, not counted
+  callgrind_control -i on "$CG" >/dev/null
+  out=$(load 18292 "$w" "$cg_rate" "$(python3 -c "print($CG_REQUESTS / $cg_rate)")")
+  callgrind_control -i off "$CG" >/dev/null
+  kill "$CG"; wait "$CG" 2>/dev/null || true
+  python3 - "$w" "$out" "$WORK/cg.$w.out" <<'PYEOF'
+import json, sys
+w, out, path = sys.argv[1:]
+r = json.loads(out)
+total = 0
+for line in open(path):
+    if line.startswith("summary:") or line.startswith("totals:"):
+        total = max(total, int(line.split()[1]))
+print(f"| {w.upper()} | {total / max(r['ok'], 1) / 1e6:.3f} M | {r['ok']}/{r['sent']} |")
+PYEOF
+done

@@ -23,6 +23,7 @@ pub mod client;
 pub mod frame;
 pub mod payload;
 pub mod stream;
+pub mod zmq;
 
 use std::fmt;
 

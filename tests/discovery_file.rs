@@ -113,6 +113,8 @@ fn captured_store_builds_the_registry() {
     assert_eq!(snap.instances.len(), 4);
     assert_eq!(snap.cards.len(), 3);
     assert_eq!(snap.event_channels.len(), 4);
+    assert_eq!(snap.event_sources.len(), 1);
+    assert_eq!(snap.event_sources[0].raw["topic"], "kv-events");
 
     let reg = store.registry(&snap, now);
     let models: Vec<(&str, u64)> = reg.models.iter().map(|m| (m.name.as_str(), m.context_window)).collect();

@@ -1,7 +1,7 @@
 //! The file discovery backend (`--discovery-backend file`, `DYN_FILE_KV`; spec §3).
 //!
-//! [`FileStore::scan`] reads the store once: it lists the buckets `v1/instances`, `v1/mdc`
-//! and `v1/event_channels`, skips writers' `.tmp_*` files, decodes file names and drops
+//! [`FileStore::scan`] reads the store once: it lists the buckets `v1/instances`, `v1/mdc`,
+//! `v1/event_channels` and `v1/event_sources`, skips writers' `.tmp_*` files, decodes file names and drops
 //! records whose mtime is older than the TTL (the store's only liveness signal), then hands
 //! the rest to [`snapshot::build`](super::snapshot::build) like every backend. Between scans
 //! the store waits on a [`WakeSource`]: [`InotifyWake`] (what the control thread uses) wakes
@@ -15,7 +15,9 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use super::records::{decode_file_name, is_temp_file, BUCKET_EVENT_CHANNELS, BUCKET_INSTANCES, BUCKET_MDC};
+use super::records::{
+    decode_file_name, is_temp_file, BUCKET_EVENT_CHANNELS, BUCKET_EVENT_SOURCES, BUCKET_INSTANCES, BUCKET_MDC,
+};
 use super::snapshot::{build, skip, Catalog, Raw, Skipped, Snapshot, Source};
 use crate::config::NamespaceFilter;
 use crate::registry::Registry;
@@ -29,7 +31,7 @@ pub const DEFAULT_RESCAN: Duration = Duration::from_millis(200);
 /// Files larger than this are not records (cards are a few KiB).
 const MAX_RECORD_BYTES: u64 = 8 << 20;
 /// The buckets a frontend reads.
-const BUCKETS: [&str; 3] = [BUCKET_INSTANCES, BUCKET_MDC, BUCKET_EVENT_CHANNELS];
+const BUCKETS: [&str; 4] = [BUCKET_INSTANCES, BUCKET_MDC, BUCKET_EVENT_CHANNELS, BUCKET_EVENT_SOURCES];
 
 /// Reader of one `DYN_FILE_KV` directory.
 pub struct FileStore {

@@ -20,6 +20,9 @@ pub const BUCKET_INSTANCES: &str = "v1/instances";
 pub const BUCKET_MDC: &str = "v1/mdc";
 /// Bucket of event-plane publisher records (`type: "EventChannel"`).
 pub const BUCKET_EVENT_CHANNELS: &str = "v1/event_channels";
+/// Bucket of KV-event sources (`type: "EventSource"`): which worker and DP rank a `kv-events`
+/// publisher speaks for, and where to ask for a recovery.
+pub const BUCKET_EVENT_SOURCES: &str = "v1/event_sources";
 
 /// Names starting with this are a writer's temporaries (written, hard-linked, unlinked).
 pub const TEMP_PREFIX: &str = ".tmp_";

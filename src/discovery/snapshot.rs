@@ -18,8 +18,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde_json::Value;
 
 use super::records::{
-    parse_record, EndpointId, EndpointRecord, ModelCard, ModelRecord, Record, BUCKET_EVENT_CHANNELS, BUCKET_INSTANCES,
-    BUCKET_MDC,
+    parse_record, EndpointId, EndpointRecord, ModelCard, ModelRecord, Record, BUCKET_EVENT_CHANNELS,
+    BUCKET_EVENT_SOURCES, BUCKET_INSTANCES, BUCKET_MDC,
 };
 use crate::config::NamespaceFilter;
 use crate::registry::{ModelEntry, Registry};
@@ -70,8 +70,10 @@ pub struct Snapshot {
     pub instances: Vec<Entry<EndpointRecord>>,
     /// Live model cards, sorted by key. Includes cards without an instance (not served).
     pub cards: Vec<Entry<ModelRecord>>,
-    /// Live event-plane channels, sorted by key (kept as JSON until the event plane exists).
+    /// Live event-plane channels, sorted by key (kept as JSON; read by the event plane).
     pub event_channels: Vec<Entry<Value>>,
+    /// Live KV-event sources, sorted by key (kept as JSON; read by the event plane).
+    pub event_sources: Vec<Entry<Value>>,
     /// Instances with both records, sorted by (model, endpoint, instance id).
     pub served: Vec<ServedInstance>,
     /// Files that are not records (not JSON, wrong type, bad name); expired records are not
@@ -89,6 +91,7 @@ impl Snapshot {
         same(&self.instances, &other.instances)
             && same(&self.cards, &other.cards)
             && same(&self.event_channels, &other.event_channels)
+            && same(&self.event_sources, &other.event_sources)
     }
 
     /// Names of the models that have at least one served instance, sorted.
@@ -141,15 +144,20 @@ pub fn build<'a>(
                 }
             }
             (BUCKET_EVENT_CHANNELS, (Record::EventChannel(record), raw)) => {
-                let ns = raw.pointer("/scope/endpoint/namespace").and_then(Value::as_str);
-                if ns.is_none_or(|ns| namespace_matches(filter, ns)) {
+                if scoped_in(filter, &raw) {
                     snap.event_channels.push(Entry { key, modified, record, raw });
+                }
+            }
+            (BUCKET_EVENT_SOURCES, (Record::EventSource(record), raw)) => {
+                if scoped_in(filter, &raw) {
+                    snap.event_sources.push(Entry { key, modified, record, raw });
                 }
             }
             (bucket, _) => {
                 let want = match bucket {
                     BUCKET_INSTANCES => "not an Endpoint record",
                     BUCKET_MDC => "not a Model record",
+                    BUCKET_EVENT_SOURCES => "not an EventSource record",
                     _ => "not an EventChannel record",
                 };
                 snap.skipped.push(skip(bucket, r.name, want.into()));
@@ -159,8 +167,16 @@ pub fn build<'a>(
     snap.instances.sort_by(|a, b| a.key.cmp(&b.key));
     snap.cards.sort_by(|a, b| a.key.cmp(&b.key));
     snap.event_channels.sort_by(|a, b| a.key.cmp(&b.key));
+    snap.event_sources.sort_by(|a, b| a.key.cmp(&b.key));
     snap.served = join(&snap.instances, &snap.cards);
     snap
+}
+
+/// Whether an event record's scope (`scope.endpoint.namespace`, when present) passes the
+/// namespace filter.
+fn scoped_in(filter: &NamespaceFilter, raw: &Value) -> bool {
+    let ns = raw.pointer("/scope/endpoint/namespace").and_then(Value::as_str);
+    ns.is_none_or(|ns| namespace_matches(filter, ns))
 }
 
 pub(crate) fn skip(bucket: &'static str, name: &str, reason: String) -> Skipped {

@@ -6,10 +6,10 @@ use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 use super::{EtcdClient, EtcdLease, EventKind, Watch, DEFAULT_LEASE_TTL};
-use crate::discovery::records::{BUCKET_EVENT_CHANNELS, BUCKET_INSTANCES, BUCKET_MDC};
+use crate::discovery::records::{BUCKET_EVENT_CHANNELS, BUCKET_EVENT_SOURCES, BUCKET_INSTANCES, BUCKET_MDC};
 
 /// The buckets a frontend watches, in the order Dynamo lists them at start.
-pub const VIEW_BUCKETS: [&str; 3] = [BUCKET_MDC, BUCKET_INSTANCES, BUCKET_EVENT_CHANNELS];
+pub const VIEW_BUCKETS: [&str; 4] = [BUCKET_MDC, BUCKET_INSTANCES, BUCKET_EVENT_CHANNELS, BUCKET_EVENT_SOURCES];
 
 /// Pause between attempts to re-list a bucket while etcd does not answer.
 const RESYNC_RETRY: Duration = Duration::from_millis(500);
@@ -24,7 +24,7 @@ pub struct EtcdView {
     client: EtcdClient,
     records: BTreeMap<(&'static str, String), Vec<u8>>,
     /// One per bucket of [`VIEW_BUCKETS`]; `None` after the stream was lost, until a resync.
-    watches: [Option<Watch>; 3],
+    watches: [Option<Watch>; 4],
     /// The frontend's own lease (it registers nothing under it, as Dynamo's frontend).
     lease: EtcdLease,
 }
@@ -35,7 +35,7 @@ impl EtcdView {
     pub fn start(endpoints: &str) -> io::Result<EtcdView> {
         let client = EtcdClient::new(endpoints)?;
         let lease = EtcdLease::grant(&client, DEFAULT_LEASE_TTL)?;
-        let mut view = EtcdView { client, records: BTreeMap::new(), watches: [None, None, None], lease };
+        let mut view = EtcdView { client, records: BTreeMap::new(), watches: [None, None, None, None], lease };
         for i in 0..VIEW_BUCKETS.len() {
             view.resync(i)?;
         }

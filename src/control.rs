@@ -25,7 +25,7 @@ use crate::discovery::mem::MemStore;
 use crate::discovery::records::{Codec as CardCodec, ModelInput};
 use crate::discovery::{watch, Snapshot, Source};
 use crate::plane::payload::Codec;
-use crate::registry::{Registry, Serving, Worker};
+use crate::registry::{CardLimits, Registry, Serving, Worker};
 use crate::shard::Server;
 use crate::tokenize::ModelFiles;
 
@@ -94,10 +94,16 @@ impl Builder {
                 }
             };
             let (files, tokenizers) = loaded.expect("Tokens models have files");
-            registry.serving.insert(
-                served.model.clone(),
-                Arc::new(Serving { files, tokenizers, workers: vec![worker], mdc_sum: Some(served.card.mdc_sum()) }),
-            );
+            let card = &served.card;
+            let limits = CardLimits {
+                context_length: card.effective_context_length(),
+                kv_cache_block_size: card.kv_cache_block_size.map_or(0, u64::from),
+                max_num_batched_tokens: card.runtime_config.max_num_batched_tokens.unwrap_or(0),
+                max_num_seqs: card.runtime_config.max_num_seqs.unwrap_or(0),
+                total_kv_blocks: card.runtime_config.total_kv_blocks.unwrap_or(0),
+            };
+            let serving = Serving { files, tokenizers, workers: vec![worker], mdc_sum: Some(card.mdc_sum()), limits };
+            registry.serving.insert(served.model.clone(), Arc::new(serving));
         }
         // Only models that can be served are listed.
         registry.models.retain(|m| registry.serving.contains_key(&m.name));

@@ -29,6 +29,18 @@ pub struct Worker {
     pub cpu: bool,
 }
 
+/// The sizes a model's card announces, as the `model_*` gauges of `/metrics` show them
+/// (0 when the card leaves one out).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CardLimits {
+    /// `runtime_config.context_length`, else the architectural maximum, else the top level.
+    pub context_length: u64,
+    pub kv_cache_block_size: u64,
+    pub max_num_batched_tokens: u64,
+    pub max_num_seqs: u64,
+    pub total_kv_blocks: u64,
+}
+
 /// What a shard needs to serve one model.
 #[derive(Clone, Debug)]
 pub struct Serving {
@@ -38,6 +50,8 @@ pub struct Serving {
     pub workers: Vec<Worker>,
     /// The card checksum sent with every request.
     pub mdc_sum: Option<String>,
+    /// What the card (of the first worker seen) says about the model's sizes.
+    pub limits: CardLimits,
 }
 
 /// What the frontend can serve right now.

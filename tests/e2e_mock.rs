@@ -139,9 +139,9 @@ fn post(s: &Setup, path: &str, body: &serde_json::Value) -> common::Resp {
     Client::connect(s.server.as_ref().unwrap().addr).roundtrip(req.as_bytes())
 }
 
-/// Read a chunked SSE body from a raw response and return the `data:` payloads.
-fn sse_events(addr: std::net::SocketAddr, body: &serde_json::Value) -> Vec<String> {
-    use std::io::{BufRead, BufReader, Read, Write};
+/// Send a chat request on a new connection and return the connection to read the answer.
+fn open_chat(addr: std::net::SocketAddr, body: &serde_json::Value) -> std::io::BufReader<std::net::TcpStream> {
+    use std::io::Write;
     let body = body.to_string();
     let mut stream = std::net::TcpStream::connect(addr).unwrap();
     stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
@@ -151,7 +151,13 @@ fn sse_events(addr: std::net::SocketAddr, body: &serde_json::Value) -> Vec<Strin
         body.len()
     )
     .unwrap();
-    let mut r = BufReader::new(stream);
+    std::io::BufReader::new(stream)
+}
+
+/// Read a chunked SSE body from a raw response and return the `data:` payloads.
+fn sse_events(addr: std::net::SocketAddr, body: &serde_json::Value) -> Vec<String> {
+    use std::io::{BufRead, Read};
+    let mut r = open_chat(addr, body);
     let mut line = String::new();
     r.read_line(&mut line).unwrap();
     assert!(line.starts_with("HTTP/1.1 200"), "{line}");
@@ -311,6 +317,121 @@ fn per_request_metric_families() {
     ] {
         assert!(text.lines().any(|l| l == line), "missing `{line}` in\n{text}");
     }
+}
+
+fn scrape(s: &Setup) -> String {
+    let r = Client::connect(s.server.as_ref().unwrap().addr).roundtrip(b"GET /metrics HTTP/1.1\r\n\r\n");
+    assert_eq!(r.status, 200);
+    String::from_utf8(r.body).unwrap()
+}
+
+fn assert_lines(text: &str, lines: &[String]) {
+    for line in lines {
+        assert!(text.lines().any(|l| l == line), "missing `{line}` in\n{text}");
+    }
+}
+
+/// The frontend families besides the per-request ones: failures by class, active / queued
+/// requests, a client that leaves mid-stream, the served model's card values, tokenizer
+/// timings.
+#[test]
+fn frontend_metric_families() {
+    use std::io::BufRead;
+    let s = setup_with(
+        "fe-metrics",
+        MockConfig { ttft: Duration::ZERO, itl: Duration::from_millis(50), ..MockConfig::default() },
+    );
+    let addr = s.server.as_ref().unwrap().addr;
+    let text = scrape(&s);
+    assert!(!text.contains("dynamo_frontend_failures_total"), "no failure yet:\n{text}");
+    assert_lines(
+        &text,
+        &[
+            "# TYPE dynamo_frontend_model_ready gauge".into(),
+            "dynamo_frontend_model_ready{model=\"qwen3-mock\"} 1".into(),
+            "dynamo_frontend_disconnected_clients 0".into(),
+        ],
+    );
+
+    let msg = serde_json::json!({"model": "qwen3-mock", "messages": [{"role": "user", "content": "Hello there"}]});
+    assert_eq!(post(&s, "/v1/chat/completions", &msg).status, 200);
+    let mut streamed = msg.clone();
+    streamed["stream"] = true.into();
+    assert_eq!(sse_events(addr, &streamed).last().map(String::as_str), Some("[DONE]"));
+    let mut unknown = msg.clone();
+    unknown["model"] = "no-such-model".into();
+    assert_eq!(post(&s, "/v1/chat/completions", &unknown).status, 404);
+    let mut invalid = msg.clone();
+    invalid["temperature"] = (-1.0).into();
+    let r = post(&s, "/v1/chat/completions", &invalid);
+    assert_eq!(r.status, 400, "{}", String::from_utf8_lossy(&r.body));
+    let r = Client::connect(addr)
+        .roundtrip(b"POST /v1/chat/completions HTTP/1.1\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\n{}");
+    assert_eq!(r.status, 415);
+
+    // A streamed request whose client leaves after the first chunk.
+    let mut reader = open_chat(addr, &streamed);
+    let mut line = String::new();
+    while !line.starts_with("data: ") {
+        line.clear();
+        assert!(reader.read_line(&mut line).unwrap() > 0, "the stream ended before its first event");
+    }
+    assert_lines(
+        &scrape(&s),
+        &[
+            "dynamo_frontend_active_requests{model=\"qwen3-mock\"} 1".into(),
+            "dynamo_frontend_inflight_requests{model=\"qwen3-mock\"} 1".into(),
+        ],
+    );
+    drop(reader);
+    let t0 = Instant::now();
+    let text = loop {
+        let text = scrape(&s);
+        if text.lines().any(|l| l == "dynamo_frontend_active_requests{model=\"qwen3-mock\"} 0") {
+            break text;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(10), "the request never ended:\n{text}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+
+    let mut want: Vec<String> = [
+        "# TYPE dynamo_frontend_failures_total counter",
+        "dynamo_frontend_failures_total{class=\"InvalidRequest\",reason=\"request.invalid\"} 1",
+        "dynamo_frontend_failures_total{class=\"NotFound\",reason=\"request.not_found\"} 1",
+        "dynamo_frontend_failures_total{class=\"UnsupportedMedia\",reason=\"request.unsupported_media\"} 1",
+        "# TYPE dynamo_frontend_active_requests gauge",
+        "dynamo_frontend_active_requests{model=\"unknown_model\"} 0",
+        "# TYPE dynamo_frontend_queued_requests gauge",
+        "dynamo_frontend_queued_requests{model=\"qwen3-mock\"} 0",
+        "dynamo_frontend_queued_requests{model=\"unknown_model\"} 0",
+        "dynamo_frontend_inflight_requests{model=\"qwen3-mock\"} 0",
+        "# TYPE dynamo_frontend_disconnected_clients gauge",
+        "dynamo_frontend_disconnected_clients 1",
+        "dynamo_frontend_requests_total{endpoint=\"chat_completions\",error_type=\"cancelled\",model=\"qwen3-mock\",request_type=\"stream\",status=\"error\"} 1",
+        "# TYPE dynamo_frontend_tokenizer_latency_ms histogram",
+        "dynamo_frontend_tokenizer_latency_ms_count{operation=\"tokenize\"} 3",
+        "dynamo_frontend_tokenizer_latency_ms_count{operation=\"detokenize\"} 3",
+        "dynamo_frontend_tokenizer_latency_ms_bucket{operation=\"tokenize\",le=\"+Inf\"} 3",
+    ]
+    .iter()
+    .map(|l| l.to_string())
+    .collect();
+    // The mock worker's card: runtime_config context_length 0, 16384 blocks of 64 tokens, 256
+    // sequences, 8192 batched tokens; the frontend's --migration-limit 0.
+    for (family, v) in [
+        ("context_length", 0),
+        ("kv_cache_block_size", 64),
+        ("max_num_batched_tokens", 8192),
+        ("max_num_seqs", 256),
+        ("migration_limit", 0),
+        ("ready", 1),
+        ("total_kv_blocks", 16384),
+    ] {
+        want.push(format!("# TYPE dynamo_frontend_model_{family} gauge"));
+        want.push(format!("dynamo_frontend_model_{family}{{model=\"qwen3-mock\"}} {v}"));
+    }
+    assert_lines(&text, &want);
+    assert!(!text.contains("model_ready{model=\"unknown_model\"}"), "only served models have card gauges");
 }
 
 /// Two workers: round-robin spreads requests over both; a request naming a worker (header

@@ -1,6 +1,6 @@
 //! Dynamo 1.6.1's per-request families (`requests_total`, `requests_started_total`,
-//! `inflight_requests`, `output_tokens_total` and the latency / length histograms), kept per
-//! model in a shard-local table.
+//! `inflight_requests`, `active_requests`, `queued_requests`, `output_tokens_total` and the
+//! latency / length histograms), kept per model in a shard-local table.
 //!
 //! A request interns its model name once ([`super::ShardMetrics::model_index`]) and records
 //! every later event by index: no allocation, no hashing, no atomics on the token path.
@@ -79,7 +79,7 @@ impl Histogram {
         self.count
     }
 
-    fn merge(&mut self, other: &Histogram) {
+    pub(super) fn merge(&mut self, other: &Histogram) {
         for (a, b) in self.counts.iter_mut().zip(&other.counts) {
             *a += b;
         }
@@ -96,6 +96,8 @@ pub struct ModelStats {
     /// `[endpoint][request_type][outcome]`.
     pub finished: [[[u64; OUTCOMES]; 2]; 2],
     pub inflight: i64,
+    /// Requests between the handler's entry and the end of their response.
+    pub active: i64,
     pub output_tokens: u64,
     pub ttft: Histogram,
     pub itl: Histogram,
@@ -111,6 +113,7 @@ impl Default for ModelStats {
             started: [[0; 2]; 2],
             finished: [[[0; OUTCOMES]; 2]; 2],
             inflight: 0,
+            active: 0,
             output_tokens: 0,
             ttft: Histogram::new(TTFT_BUCKETS),
             itl: Histogram::new(ITL_BUCKETS),
@@ -133,6 +136,7 @@ impl ModelStats {
             }
         }
         self.inflight += o.inflight;
+        self.active += o.active;
         self.output_tokens += o.output_tokens;
         self.ttft.merge(&o.ttft);
         self.itl.merge(&o.itl);
@@ -145,6 +149,12 @@ impl ModelStats {
     pub fn start(&mut self, ep: Endpoint, stream: bool) {
         self.started[ep as usize][stream as usize] += 1;
         self.inflight += 1;
+        self.active += 1;
+    }
+
+    /// The response of a request counted by [`ModelStats::start`] is complete (or abandoned).
+    pub fn end(&mut self) {
+        self.active -= 1;
     }
 
     pub fn finish(&mut self, ep: Endpoint, stream: bool, outcome: Outcome, duration_secs: f64) {
@@ -155,20 +165,45 @@ impl ModelStats {
 }
 
 /// A label value with `\`, `"` and newlines escaped.
-fn escape(v: &str) -> std::borrow::Cow<'_, str> {
+pub(super) fn escape(v: &str) -> std::borrow::Cow<'_, str> {
     if !v.contains(['\\', '"', '\n']) {
         return v.into();
     }
     v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n").into()
 }
 
-fn family(out: &mut String, name: &str, kind: &str, help: &str) {
+/// Rendered families by name: the exposition lists them sorted, as Dynamo does.
+pub type Blocks = BTreeMap<String, String>;
+
+/// Start family `name` (its `HELP` and `TYPE` lines) and return the text to add samples to.
+pub(super) fn block<'a>(blocks: &'a mut Blocks, name: &str, kind: &str, help: &str) -> &'a mut String {
+    let out = blocks.entry(name.to_string()).or_default();
+    header(out, name, kind, help);
+    out
+}
+
+/// The `HELP` and `TYPE` lines of family `name`.
+pub(super) fn header(out: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(out, "# HELP {name} {help}");
     let _ = writeln!(out, "# TYPE {name} {kind}");
 }
 
+/// The samples of one histogram series; `labels` is its label pairs before `le`.
+pub(super) fn histogram_series(out: &mut String, name: &str, labels: &str, h: &Histogram) {
+    let mut acc = 0;
+    for (i, n) in h.counts.iter().enumerate() {
+        acc += n;
+        match h.bounds.get(i) {
+            Some(b) => _ = writeln!(out, "{name}_bucket{{{labels},le=\"{b}\"}} {acc}"),
+            None => _ = writeln!(out, "{name}_bucket{{{labels},le=\"+Inf\"}} {acc}"),
+        }
+    }
+    let _ = writeln!(out, "{name}_sum{{{labels}}} {}", h.sum);
+    let _ = writeln!(out, "{name}_count{{{labels}}} {}", h.count);
+}
+
 fn histogram(
-    out: &mut String,
+    blocks: &mut Blocks,
     name: &str,
     help: &str,
     models: &BTreeMap<String, ModelStats>,
@@ -177,63 +212,74 @@ fn histogram(
     if !models.values().any(|m| get(m).count > 0) {
         return;
     }
-    family(out, name, "histogram", help);
-    for (model, m) in models {
-        let h = get(m);
-        if h.count == 0 {
-            continue;
-        }
-        let model = escape(model);
-        let mut acc = 0;
-        for (i, n) in h.counts.iter().enumerate() {
-            acc += n;
-            match h.bounds.get(i) {
-                Some(b) => _ = writeln!(out, "{name}_bucket{{model=\"{model}\",le=\"{b}\"}} {acc}"),
-                None => _ = writeln!(out, "{name}_bucket{{model=\"{model}\",le=\"+Inf\"}} {acc}"),
-            }
-        }
-        let _ = writeln!(out, "{name}_sum{{model=\"{model}\"}} {}", h.sum);
-        let _ = writeln!(out, "{name}_count{{model=\"{model}\"}} {}", h.count);
+    let out = block(blocks, name, "histogram", help);
+    for (model, m) in models.iter().filter(|(_, m)| get(m).count > 0) {
+        histogram_series(out, name, &format!("model=\"{}\"", escape(model)), get(m));
     }
 }
 
+/// A gauge with one sample per model.
+fn per_model_gauge(
+    blocks: &mut Blocks,
+    name: &str,
+    help: &str,
+    models: &BTreeMap<String, ModelStats>,
+    get: fn(&ModelStats) -> i64,
+) {
+    let out = block(blocks, name, "gauge", help);
+    for (model, m) in models {
+        let _ = writeln!(out, "{name}{{model=\"{}\"}} {}", escape(model), get(m));
+    }
+}
+
+/// The per-model histograms: name after the prefix, HELP, and the series of a model.
+type ModelHistogram = (&'static str, &'static str, fn(&ModelStats) -> &Histogram);
+
+const HISTOGRAMS: [ModelHistogram; 6] = [
+    ("cached_tokens", "Number of cached tokens (prefix cache hits) per request", |m| &m.cached),
+    ("input_sequence_tokens", "Input sequence length in tokens", |m| &m.isl),
+    ("inter_token_latency_seconds", "Inter-token latency in seconds", |m| &m.itl),
+    ("output_sequence_tokens", "Output sequence length in tokens", |m| &m.osl),
+    ("request_duration_seconds", "Duration of LLM requests", |m| &m.duration),
+    ("time_to_first_token_seconds", "Time to first token in seconds", |m| &m.ttft),
+];
+
+/// The per-model gauges: name after the prefix, HELP, and the value of a model.
+type ModelGauge = (&'static str, &'static str, fn(&ModelStats) -> i64);
+
+const GAUGES: [ModelGauge; 3] = [
+    (
+        "active_requests",
+        "Number of requests currently being handled by the frontend, from HTTP handler entry to response completion",
+        |m| m.active,
+    ),
+    ("inflight_requests", "Number of inflight requests", |m| m.inflight),
+    // No HTTP queue here: a request is handled as soon as it is read.
+    ("queued_requests", "Number of requests in HTTP processing queue", |_| 0),
+];
+
 /// Render the per-model families (nothing until a request was seen, as Dynamo).
-pub fn render(out: &mut String, prefix: &str, models: &BTreeMap<String, ModelStats>) {
+pub fn render(blocks: &mut Blocks, prefix: &str, models: &BTreeMap<String, ModelStats>) {
     if models.is_empty() {
         return;
     }
-    histogram(
-        out,
-        &format!("{prefix}_cached_tokens"),
-        "Number of cached tokens (prefix cache hits) per request",
-        models,
-        |m| &m.cached,
-    );
-
-    let name = format!("{prefix}_inflight_requests");
-    family(out, &name, "gauge", "Number of inflight requests");
-    for (model, m) in models {
-        let _ = writeln!(out, "{name}{{model=\"{}\"}} {}", escape(model), m.inflight);
+    for (family, help, get) in GAUGES {
+        per_model_gauge(blocks, &format!("{prefix}_{family}"), help, models, get);
     }
-
-    histogram(out, &format!("{prefix}_input_sequence_tokens"), "Input sequence length in tokens", models, |m| &m.isl);
-    histogram(out, &format!("{prefix}_inter_token_latency_seconds"), "Inter-token latency in seconds", models, |m| {
-        &m.itl
-    });
-    histogram(out, &format!("{prefix}_output_sequence_tokens"), "Output sequence length in tokens", models, |m| &m.osl);
+    for (family, help, get) in HISTOGRAMS {
+        histogram(blocks, &format!("{prefix}_{family}"), help, models, get);
+    }
 
     let name = format!("{prefix}_output_tokens_total");
     if models.values().any(|m| m.output_tokens > 0) {
-        family(out, &name, "counter", "Total number of output tokens generated (updates in real-time)");
+        let out = block(blocks, &name, "counter", "Total number of output tokens generated (updates in real-time)");
         for (model, m) in models.iter().filter(|(_, m)| m.output_tokens > 0) {
             let _ = writeln!(out, "{name}{{model=\"{}\"}} {}", escape(model), m.output_tokens);
         }
     }
 
-    histogram(out, &format!("{prefix}_request_duration_seconds"), "Duration of LLM requests", models, |m| &m.duration);
-
     let name = format!("{prefix}_requests_started_total");
-    family(out, &name, "counter", "Total number of LLM requests accepted by the frontend handler");
+    let out = block(blocks, &name, "counter", "Total number of LLM requests accepted by the frontend handler");
     for (e, ep) in ENDPOINTS.iter().enumerate() {
         for (model, m) in models {
             for (t, rt) in REQUEST_TYPES.iter().enumerate() {
@@ -250,7 +296,7 @@ pub fn render(out: &mut String, prefix: &str, models: &BTreeMap<String, ModelSta
     }
 
     let name = format!("{prefix}_requests_total");
-    family(out, &name, "counter", "Total number of LLM requests processed");
+    let out = block(blocks, &name, "counter", "Total number of LLM requests processed");
     for (e, ep) in ENDPOINTS.iter().enumerate() {
         for (k, et) in ERROR_TYPES.iter().enumerate() {
             let status = if k == Outcome::Success as usize { "success" } else { "error" };
@@ -268,10 +314,6 @@ pub fn render(out: &mut String, prefix: &str, models: &BTreeMap<String, ModelSta
             }
         }
     }
-
-    histogram(out, &format!("{prefix}_time_to_first_token_seconds"), "Time to first token in seconds", models, |m| {
-        &m.ttft
-    });
 }
 
 #[cfg(test)]
@@ -287,8 +329,9 @@ mod tests {
         m.ttft.observe(1000.0);
         m.finish(Endpoint::ChatCompletions, false, Outcome::Success, 0.5);
         models.insert("m\"x".to_string(), m);
-        let mut out = String::new();
-        render(&mut out, "p", &models);
+        let mut blocks = Blocks::new();
+        render(&mut blocks, "p", &models);
+        let out: String = blocks.into_values().collect();
         assert!(out.contains("p_time_to_first_token_seconds_bucket{model=\"m\\\"x\",le=\"0.0022\"} 0\n"), "{out}");
         assert!(out.contains("p_time_to_first_token_seconds_bucket{model=\"m\\\"x\",le=\"0.0047\"} 1\n"));
         assert!(out.contains("p_time_to_first_token_seconds_bucket{model=\"m\\\"x\",le=\"480\"} 1\n"));

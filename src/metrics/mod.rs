@@ -3,12 +3,33 @@
 //! Each shard owns a [`ShardMetrics`] of plain `Cell`s: recording is an add on the shard's
 //! own memory, with no atomics and nothing shared between cores. A scrape asks every other
 //! shard for a [`Snapshot`] through its inbox (see `shard::ShardMsg::Snapshot`), merges the
-//! snapshots, and renders Prometheus text with [`render`]. Names follow Dynamo 1.6.1 under
-//! the configured prefix (`--metrics-prefix`, default `dynamo_frontend`); switchyard's own
-//! families are prefixed `switchyard_`.
+//! snapshots, and renders Prometheus text with [`render`]. Names, HELP texts, labels and
+//! buckets follow Dynamo 1.6.1 under the configured prefix (`--metrics-prefix`, default
+//! `dynamo_frontend`), families sorted by name; switchyard's own families are prefixed
+//! `switchyard_` and come after `dynamo_component_uptime_seconds`.
+//!
+//! Families and what they count here:
+//! * per model (see [`families`]): `requests_started_total`, `requests_total`,
+//!   `inflight_requests` (model resolved → outcome known), `active_requests` (handler entry →
+//!   response complete: for a unary answer, until its body is built; for a stream, until its
+//!   last chunk is handed to the connection),
+//!   `queued_requests` (always 0: requests are never queued before their handler), the token
+//!   and latency histograms; requests for a missing or unknown model are `unknown_model`;
+//! * `failures_total{class,reason}`: every request that ends in an error, whether as an error
+//!   response or as an error event in a stream already started, by [`Failure`];
+//! * `disconnected_clients`: how many clients went away before the end of their streamed
+//!   answer, **since start** (Dynamo types it a gauge; it only ever grows here);
+//! * `model_*`: one sample per model of the scraping shard's Registry snapshot ([`ServedModel`]);
+//! * `tokenizer_latency_ms{operation}`: `tokenize`, the prompt's encode, once per request that
+//!   encodes text; `detokenize`, the sum of a request's incremental decode time, once per
+//!   request that produced output (as Dynamo: one observation per request, not per token).
+//!
+//! Assumptions, where Dynamo 1.6.1 was not observed: the classes of [`Failure`] other than
+//! `InvalidRequest`, `NotFound` and `UnsupportedMedia`; `failures_total` renamed by
+//! `--metrics-prefix` like the other families of the HTTP service.
 //!
 //! Called by `http1`'s service (recording) and by the `/metrics` route (rendering). Depends on
-//! nothing but std.
+//! std and the Registry's plain [`CardLimits`].
 
 pub mod families;
 
@@ -16,7 +37,67 @@ use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
+use crate::registry::CardLimits;
+use families::{block, escape, header, histogram_series, Blocks, Histogram};
 pub use families::{Endpoint, ModelStats, Outcome};
+
+/// `tokenizer_latency_ms` buckets, as Dynamo.
+pub const TOKENIZER_MS_BUCKETS: &[f64] = &[0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0];
+
+/// The `class` and `reason` of a failed request (`failures_total`).
+///
+/// Seen from Dynamo 1.6.1: `InvalidRequest` / `request.invalid` (400), `NotFound` /
+/// `request.not_found` (404, route or model), `UnsupportedMedia` / `request.unsupported_media`
+/// (415). The others are switchyard's choice, in the same style: a method the route does not
+/// take and a body over the limit are `InvalidRequest` with their own reason, a feature not
+/// implemented is `Unsupported`, no usable worker (503) is `Unavailable` /
+/// `service.unavailable`, every worker busy (529) `Overloaded` / `service.overloaded`, and
+/// anything else `Internal` / `internal.error`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Failure {
+    Internal,
+    InvalidRequest,
+    MethodNotAllowed,
+    TooLarge,
+    NotFound,
+    Overloaded,
+    Unavailable,
+    Unsupported,
+    UnsupportedMedia,
+}
+
+const FAILURES: usize = 9;
+/// `(class, reason)` by [`Failure`], sorted as rendered.
+const FAILURE_LABELS: [(&str, &str); FAILURES] = [
+    ("Internal", "internal.error"),
+    ("InvalidRequest", "request.invalid"),
+    ("InvalidRequest", "request.method_not_allowed"),
+    ("InvalidRequest", "request.too_large"),
+    ("NotFound", "request.not_found"),
+    ("Overloaded", "service.overloaded"),
+    ("Unavailable", "service.unavailable"),
+    ("Unsupported", "request.not_implemented"),
+    ("UnsupportedMedia", "request.unsupported_media"),
+];
+
+/// The `operation` of `tokenizer_latency_ms`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TokenizerOp {
+    Detokenize,
+    Tokenize,
+}
+
+const TOKENIZER_OPS: [&str; 2] = ["detokenize", "tokenize"];
+
+/// `tokenizer_latency_ms` by [`TokenizerOp`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct TokenizerLatency([Histogram; 2]);
+
+impl Default for TokenizerLatency {
+    fn default() -> Self {
+        TokenizerLatency([Histogram::new(TOKENIZER_MS_BUCKETS), Histogram::new(TOKENIZER_MS_BUCKETS)])
+    }
+}
 
 /// One shard's collectors. `!Sync` by construction: only its shard touches it.
 #[derive(Default)]
@@ -25,6 +106,8 @@ pub struct ShardMetrics {
     connections_accepted: Cell<u64>,
     connections_open: Cell<i64>,
     disconnected_clients: Cell<u64>,
+    failures: [Cell<u64>; FAILURES],
+    tokenizer: RefCell<TokenizerLatency>,
     /// Per-model request families, indexed by [`ShardMetrics::model_index`].
     models: RefCell<Vec<(String, ModelStats)>>,
 }
@@ -61,6 +144,15 @@ impl ShardMetrics {
     pub fn client_disconnected(&self) {
         self.disconnected_clients.set(self.disconnected_clients.get() + 1);
     }
+    /// A request ended in an error.
+    pub fn failure(&self, f: Failure) {
+        let c = &self.failures[f as usize];
+        c.set(c.get() + 1);
+    }
+    /// One `tokenizer_latency_ms` observation.
+    pub fn tokenizer_latency(&self, op: TokenizerOp, ms: f64) {
+        self.tokenizer.borrow_mut().0[op as usize].observe(ms);
+    }
 
     /// A copy of every value, to send to the scraping shard.
     pub fn snapshot(&self) -> Snapshot {
@@ -70,6 +162,8 @@ impl ShardMetrics {
             connections_accepted: self.connections_accepted.get(),
             connections_open: self.connections_open.get(),
             disconnected_clients: self.disconnected_clients.get(),
+            failures: self.failures.each_ref().map(Cell::get),
+            tokenizer: self.tokenizer.borrow().clone(),
             models: self.models.borrow().iter().cloned().collect(),
         }
     }
@@ -84,6 +178,9 @@ pub struct Snapshot {
     pub connections_accepted: u64,
     pub connections_open: i64,
     pub disconnected_clients: u64,
+    /// `failures_total` by [`Failure`].
+    pub failures: [u64; FAILURES],
+    pub tokenizer: TokenizerLatency,
     /// Per-model request families, by model name.
     pub models: BTreeMap<String, ModelStats>,
 }
@@ -98,6 +195,12 @@ impl Snapshot {
         self.connections_accepted += other.connections_accepted;
         self.connections_open += other.connections_open;
         self.disconnected_clients += other.disconnected_clients;
+        for (a, b) in self.failures.iter_mut().zip(&other.failures) {
+            *a += b;
+        }
+        for (a, b) in self.tokenizer.0.iter_mut().zip(&other.tokenizer.0) {
+            a.merge(b);
+        }
         for (model, stats) in &other.models {
             match self.models.get_mut(model) {
                 Some(m) => m.merge(stats),
@@ -109,31 +212,99 @@ impl Snapshot {
     }
 }
 
-fn family(out: &mut String, name: &str, kind: &str, help: &str) {
-    let _ = writeln!(out, "# HELP {name} {help}");
-    let _ = writeln!(out, "# TYPE {name} {kind}");
+/// A model of the Registry snapshot, as the `model_*` gauges show it.
+#[derive(Clone, Copy, Debug)]
+pub struct ServedModel<'a> {
+    pub name: &'a str,
+    /// At least one worker can take a request for it.
+    pub ready: bool,
+    /// The frontend's `--migration-limit`.
+    pub migration_limit: u64,
+    pub limits: CardLimits,
 }
 
-/// Prometheus text exposition (format 0.0.4) of a merged snapshot.
-pub fn render(prefix: &str, s: &Snapshot, uptime_secs: f64, shards_total: usize) -> String {
-    let mut out = String::with_capacity(2048);
-    let name = format!("{prefix}_disconnected_clients");
-    family(&mut out, &name, "gauge", "Number of disconnected clients");
-    let _ = writeln!(out, "{name} {}", s.disconnected_clients);
-    families::render(&mut out, prefix, &s.models);
+/// The `model_*` gauges: name, HELP, and the value of a model.
+type ModelGauge = (&'static str, &'static str, fn(&ServedModel<'_>) -> u64);
 
-    family(&mut out, "dynamo_component_uptime_seconds", "gauge", "Total uptime of the DistributedRuntime in seconds");
+const MODEL_GAUGES: [ModelGauge; 7] = [
+    ("model_context_length", "Maximum context length in tokens for a worker serving the model", |m| {
+        m.limits.context_length
+    }),
+    ("model_kv_cache_block_size", "KV cache block size in tokens for a worker serving the model", |m| {
+        m.limits.kv_cache_block_size
+    }),
+    ("model_max_num_batched_tokens", "Maximum number of batched tokens for a worker serving the model", |m| {
+        m.limits.max_num_batched_tokens
+    }),
+    ("model_max_num_seqs", "Maximum number of sequences for a worker serving the model", |m| m.limits.max_num_seqs),
+    ("model_migration_limit", "Maximum number of request migrations allowed for the model", |m| m.migration_limit),
+    (
+        "model_ready",
+        "Whether the frontend can route at least one inference request for the model (1 = ready, 0 = not ready)",
+        |m| u64::from(m.ready),
+    ),
+    ("model_total_kv_blocks", "Total KV cache blocks available for a worker serving the model", |m| {
+        m.limits.total_kv_blocks
+    }),
+];
+
+/// The families that are not per-request-per-model: failures, disconnects, tokenizer timings
+/// and the served models' card values.
+fn render_frontend(blocks: &mut Blocks, prefix: &str, s: &Snapshot, served: &[ServedModel<'_>]) {
+    let name = format!("{prefix}_disconnected_clients");
+    let out = block(blocks, &name, "gauge", "Number of disconnected clients");
+    let _ = writeln!(out, "{name} {}", s.disconnected_clients);
+
+    if s.failures.iter().any(|n| *n > 0) {
+        let name = format!("{prefix}_failures_total");
+        let out = block(blocks, &name, "counter", "Total number of terminal semantic request failures");
+        for ((class, reason), n) in FAILURE_LABELS.iter().zip(&s.failures).filter(|(_, n)| **n > 0) {
+            let _ = writeln!(out, "{name}{{class=\"{class}\",reason=\"{reason}\"}} {n}");
+        }
+    }
+
+    if s.tokenizer.0.iter().any(|h| h.count() > 0) {
+        let name = format!("{prefix}_tokenizer_latency_ms");
+        let out = block(blocks, &name, "histogram", "Tokenizer latency in milliseconds");
+        for (op, h) in TOKENIZER_OPS.iter().zip(&s.tokenizer.0).filter(|(_, h)| h.count() > 0) {
+            histogram_series(out, &name, &format!("operation=\"{op}\""), h);
+        }
+    }
+
+    if !served.is_empty() {
+        for (family, help, value) in MODEL_GAUGES {
+            let name = format!("{prefix}_{family}");
+            let out = block(blocks, &name, "gauge", help);
+            for m in served {
+                let _ = writeln!(out, "{name}{{model=\"{}\"}} {}", escape(m.name), value(m));
+            }
+        }
+    }
+}
+
+/// Prometheus text exposition (format 0.0.4) of a merged snapshot; `served` lists the models
+/// of the scraping shard's Registry snapshot.
+pub fn render(prefix: &str, s: &Snapshot, served: &[ServedModel<'_>], uptime_secs: f64, shards_total: usize) -> String {
+    let mut blocks = Blocks::new();
+    render_frontend(&mut blocks, prefix, s, served);
+    families::render(&mut blocks, prefix, &s.models);
+    let mut out = String::with_capacity(4096);
+    for text in blocks.values() {
+        out.push_str(text);
+    }
+
+    header(&mut out, "dynamo_component_uptime_seconds", "gauge", "Total uptime of the DistributedRuntime in seconds");
     let _ = writeln!(out, "dynamo_component_uptime_seconds {uptime_secs}");
 
-    family(&mut out, "switchyard_http_responses_total", "counter", "HTTP responses by status code");
+    header(&mut out, "switchyard_http_responses_total", "counter", "HTTP responses by status code");
     for (status, n) in &s.http_responses {
         let _ = writeln!(out, "switchyard_http_responses_total{{code=\"{status}\"}} {n}");
     }
-    family(&mut out, "switchyard_http_connections_accepted_total", "counter", "HTTP connections accepted");
+    header(&mut out, "switchyard_http_connections_accepted_total", "counter", "HTTP connections accepted");
     let _ = writeln!(out, "switchyard_http_connections_accepted_total {}", s.connections_accepted);
-    family(&mut out, "switchyard_http_connections_open", "gauge", "HTTP connections open now");
+    header(&mut out, "switchyard_http_connections_open", "gauge", "HTTP connections open now");
     let _ = writeln!(out, "switchyard_http_connections_open {}", s.connections_open);
-    family(&mut out, "switchyard_shards", "gauge", "Shard threads running, and how many answered this scrape");
+    header(&mut out, "switchyard_shards", "gauge", "Shard threads running, and how many answered this scrape");
     let _ = writeln!(out, "switchyard_shards{{state=\"running\"}} {shards_total}");
     let _ = writeln!(out, "switchyard_shards{{state=\"answered\"}} {}", s.shards);
     out
@@ -160,8 +331,165 @@ mod tests {
         assert_eq!(s.http_responses[&200], 3);
         assert_eq!(s.http_responses[&404], 1);
         assert_eq!((s.connections_accepted, s.connections_open), (2, 1));
-        let text = render("dynamo_frontend", &s, 1.5, 2);
+        let text = render("dynamo_frontend", &s, &[], 1.5, 2);
         assert!(text.contains("switchyard_http_responses_total{code=\"200\"} 3\n"));
         assert!(text.contains("# TYPE dynamo_frontend_disconnected_clients gauge\n"));
+    }
+
+    /// Dynamo 1.6.1's `/metrics`, recorded with one mocker model and a mix of requests.
+    const RECORDED: &str = include_str!("../../tests/data/metrics/dynamo-1.6.1-with-model.txt");
+
+    /// A family as text shows it: HELP and TYPE lines, label names of its first sample (no
+    /// `le`), and the `le` values of its first histogram series.
+    #[derive(Debug, Default)]
+    struct Seen {
+        help: String,
+        kind: String,
+        labels: Option<Vec<String>>,
+        buckets: Vec<String>,
+    }
+
+    fn families(text: &str) -> Vec<(String, Seen)> {
+        let mut out: Vec<(String, Seen)> = Vec::new();
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("# HELP ") {
+                let name = rest.split(' ').next().unwrap().to_string();
+                out.push((name, Seen { help: line.to_string(), ..Seen::default() }));
+                continue;
+            }
+            let (_, seen) = out.last_mut().expect("a sample before any HELP");
+            if line.starts_with("# TYPE ") {
+                seen.kind = line.to_string();
+                continue;
+            }
+            let (series, labels) = match line.split_once('{') {
+                Some((series, rest)) => (series, rest.rsplit_once('}').unwrap().0),
+                None => (line.split(' ').next().unwrap(), ""),
+            };
+            let pairs: Vec<(&str, &str)> = labels
+                .split("\",")
+                .filter(|p| !p.is_empty())
+                .map(|p| p.split_once("=\"").unwrap())
+                .map(|(k, v)| (k, v.trim_end_matches('"')))
+                .collect();
+            let names: Vec<String> = pairs.iter().filter(|(k, _)| *k != "le").map(|(k, _)| k.to_string()).collect();
+            let first = seen.labels.get_or_insert_with(|| names.clone()) == &names;
+            if series.ends_with("_bucket") && first && seen.buckets.last().map(String::as_str) != Some("+Inf") {
+                seen.buckets.push(pairs.iter().find(|(k, _)| *k == "le").unwrap().1.to_string());
+            }
+        }
+        out
+    }
+
+    /// Every family in use, as one scrape of a busy frontend serving the recorded model.
+    fn busy() -> String {
+        let m = ShardMetrics::default();
+        for model in ["/work/observe/qwen3", "unknown_model"] {
+            let i = m.model_index(model);
+            m.with_model(i, |s| {
+                s.start(Endpoint::ChatCompletions, true);
+                for h in [&mut s.ttft, &mut s.itl, &mut s.isl, &mut s.osl, &mut s.cached] {
+                    h.observe(1.0);
+                }
+                s.output_tokens += 3;
+                s.finish(Endpoint::ChatCompletions, true, Outcome::Success, 0.1);
+                s.end();
+            });
+        }
+        m.failure(Failure::InvalidRequest);
+        m.failure(Failure::NotFound);
+        m.failure(Failure::UnsupportedMedia);
+        m.tokenizer_latency(TokenizerOp::Tokenize, 0.7);
+        m.tokenizer_latency(TokenizerOp::Detokenize, 0.01);
+        let limits = CardLimits {
+            context_length: 0,
+            kv_cache_block_size: 64,
+            max_num_batched_tokens: 8192,
+            max_num_seqs: 256,
+            total_kv_blocks: 16384,
+        };
+        let served = [ServedModel { name: "/work/observe/qwen3", ready: true, migration_limit: 0, limits }];
+        render("dynamo_frontend", &m.snapshot(), &served, 1.0, 1)
+    }
+
+    #[test]
+    fn families_match_the_dynamo_recording() {
+        let recorded: BTreeMap<String, Seen> = families(RECORDED).into_iter().collect();
+        let text = busy();
+        let ours = families(&text);
+        let dynamo: Vec<&str> =
+            ours.iter().map(|(n, _)| n.as_str()).filter(|n| n.starts_with("dynamo_frontend_")).collect();
+        let mut sorted = dynamo.clone();
+        sorted.sort_unstable();
+        assert_eq!(dynamo, sorted, "families in name order, as Dynamo");
+        for name in [
+            "active_requests",
+            "cached_tokens",
+            "disconnected_clients",
+            "failures_total",
+            "inflight_requests",
+            "input_sequence_tokens",
+            "inter_token_latency_seconds",
+            "model_context_length",
+            "model_kv_cache_block_size",
+            "model_max_num_batched_tokens",
+            "model_max_num_seqs",
+            "model_migration_limit",
+            "model_ready",
+            "model_total_kv_blocks",
+            "output_sequence_tokens",
+            "output_tokens_total",
+            "queued_requests",
+            "request_duration_seconds",
+            "requests_started_total",
+            "requests_total",
+            "time_to_first_token_seconds",
+            "tokenizer_latency_ms",
+        ] {
+            assert!(dynamo.contains(&format!("dynamo_frontend_{name}").as_str()), "{name} not rendered");
+        }
+        for (name, seen) in &ours {
+            if name.starts_with("switchyard_") {
+                continue;
+            }
+            let want = recorded.get(name).unwrap_or_else(|| panic!("{name} is not in the recording"));
+            assert_eq!((&seen.help, &seen.kind), (&want.help, &want.kind), "{name}");
+            if name.starts_with("dynamo_frontend_") {
+                assert_eq!(seen.labels, want.labels, "labels of {name}");
+                assert_eq!(seen.buckets, want.buckets, "buckets of {name}");
+                assert_eq!(seen.kind.ends_with(" histogram"), !seen.buckets.is_empty(), "{name}");
+            }
+        }
+        // The card values of the recorded mocker, with the recorded samples.
+        for line in RECORDED.lines().filter(|l| l.starts_with("dynamo_frontend_model_")) {
+            assert!(text.lines().any(|l| l == line), "missing `{line}` in\n{text}");
+        }
+        for line in RECORDED.lines().filter(|l| l.starts_with("dynamo_frontend_failures_total{")) {
+            let series = line.rsplit_once(' ').unwrap().0;
+            assert!(text.lines().any(|l| l == format!("{series} 1")), "missing `{series}` in\n{text}");
+        }
+    }
+
+    #[test]
+    fn failures_and_tokenizer_appear_once_used() {
+        let m = ShardMetrics::default();
+        let text = render("p", &m.snapshot(), &[], 0.0, 1);
+        assert!(text.contains("p_disconnected_clients 0\n"));
+        assert!(!text.contains("p_failures_total") && !text.contains("p_tokenizer_latency_ms"), "{text}");
+        assert!(!text.contains("p_model_ready"), "{text}");
+        m.failure(Failure::Overloaded);
+        m.client_disconnected();
+        let other = ShardMetrics::default();
+        other.failure(Failure::Overloaded);
+        other.tokenizer_latency(TokenizerOp::Detokenize, 600.0);
+        let mut s = m.snapshot();
+        s.merge(&other.snapshot());
+        let text = render("p", &s, &[], 0.0, 2);
+        assert!(text.contains("p_failures_total{class=\"Overloaded\",reason=\"service.overloaded\"} 2\n"), "{text}");
+        assert!(text.contains("p_disconnected_clients 1\n"));
+        assert!(text.contains("p_tokenizer_latency_ms_bucket{operation=\"detokenize\",le=\"512\"} 0\n"), "{text}");
+        assert!(text.contains("p_tokenizer_latency_ms_count{operation=\"detokenize\"} 1\n"));
+        assert!(!text.contains("operation=\"tokenize\""), "{text}");
+        assert!(FAILURE_LABELS.is_sorted(), "rendered in label order");
     }
 }

@@ -7,7 +7,7 @@
 //! 3. on JSON routes checks `Content-Type` → 415 unless it is `application/json` (or `+json`);
 //! 4. runs the route's handler ([`ops`] for health, live, models, metrics and the OpenAPI
 //!    document; [`inference`] for the OpenAI routes);
-//! 5. records the status in the shard's metrics.
+//! 5. records the status in the shard's metrics, and an error in `failures_total`.
 //!
 //! Everything here runs on one shard thread and owns no locks. What crosses threads is the
 //! scrape of other shards' metrics (through their inboxes) and the `Arc<Registry>` snapshot.
@@ -59,6 +59,7 @@ impl Frontend {
                     String::from_utf8_lossy(path)
                 ),
             );
+            tracker::count_failure(&self.ctx.metrics, e.kind());
             return Ok(Response::error(&e).with_header("allow", allow));
         }
         if route.json_body && !is_json(req.content_type()) {
@@ -85,7 +86,10 @@ impl Service for Frontend {
     async fn call(&self, req: Request) -> Response {
         let resp = match self.dispatch(&req).await {
             Ok(r) => r,
-            Err(e) => Response::error(&e),
+            Err(e) => {
+                tracker::count_failure(&self.ctx.metrics, e.kind());
+                Response::error(&e)
+            }
         };
         let resp = echo_request_id(&req, resp);
         self.ctx.metrics.http_response(resp.status);

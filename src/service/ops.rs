@@ -97,7 +97,18 @@ pub async fn metrics(ctx: &ShardCtx) -> Response {
         }
     }
     let uptime = shared.started.elapsed().as_secs_f64();
-    let text = metrics::render(&shared.config.metrics_prefix, &merged, uptime, shared.inboxes.len());
+    let registry = ctx.registry();
+    let migration_limit = match shared.config.parsed.get("migration_limit") {
+        crate::config::Value::Int(n) => u64::try_from(*n).unwrap_or(0),
+        _ => 0,
+    };
+    let served: Vec<_> = registry
+        .serving
+        .iter()
+        .map(|(name, s)| metrics::ServedModel { name, ready: !s.workers.is_empty(), migration_limit, limits: s.limits })
+        .collect();
+    let prefix = &shared.config.metrics_prefix;
+    let text = metrics::render(prefix, &merged, &served, uptime, shared.inboxes.len());
     Response::text(200, "text/plain; version=0.0.4; charset=utf-8", text)
 }
 

@@ -20,7 +20,7 @@
 use std::ops::Deref;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 
@@ -125,9 +125,13 @@ pub async fn run(ctx: &Rc<ShardCtx>, api: Api, req: &Request) -> Result<Response
     };
     if !text.is_empty() || plan.wire.token_ids.is_empty() {
         let serving = plan.serving.clone();
+        let t0 = Instant::now();
         plan.wire.token_ids =
             match offload::encode(&serving.tokenizers[ctx.id], || ctx.offload(&serving.files), text, special).await {
-                Ok(ids) => ids,
+                Ok(ids) => {
+                    track.tokenized(t0.elapsed());
+                    ids
+                }
                 Err(e) => {
                     let e = Error::new(Kind::Internal, e);
                     track.fail(&e);
@@ -385,10 +389,12 @@ impl Answer {
                         self.cached_tokens = Some(c);
                     }
                 }
-                self.track.tokens(out.token_ids.len(), self.prompt_tokens);
+                let arrived = Instant::now();
+                self.track.tokens(arrived, out.token_ids.len(), self.prompt_tokens);
                 let mut text = String::new();
                 let step = self.post.on_tokens(&out.token_ids).map_err(internal)?;
                 text.push_str(step.text);
+                self.track.detokenized(arrived.elapsed());
                 if let Some(f) = step.finished {
                     return Ok(Some(Progress::Done(text, f.openai())));
                 }
@@ -472,12 +478,13 @@ async fn stream_answer(
     loop {
         let event = stream.next().await;
         if tx.is_closed() {
+            answer.track.client_gone();
             return; // client gone: dropping `stream` sends `kill`
         }
         let mut out = Vec::new();
         let done = match answer.on_event(event) {
             Err(e) => {
-                answer.track.fail(&e);
+                answer.track.fail_in_stream(&e);
                 body::stream_error(&mut out, e.message(), e.kind().openai_type(), e.status());
                 out.extend_from_slice(body::DONE);
                 let _ = tx.send(out.into());
@@ -514,6 +521,7 @@ async fn stream_answer(
             }
         };
         if !out.is_empty() && tx.send(out.into()).is_err() {
+            answer.track.client_gone();
             return;
         }
         if done {

@@ -1,14 +1,16 @@
-//! Dynamo's per-request metrics of one request, recorded as the pipeline runs: started and
-//! inflight when the model is resolved, TTFT / ISL at the first token frame, ITL after, the
-//! outcome, duration, OSL and cached tokens at the end (`cancelled` when dropped first).
+//! Dynamo's per-request metrics of one request, recorded as the pipeline runs: started,
+//! inflight and active when the model is resolved, the tokenize time, TTFT / ISL at the first
+//! token frame, ITL after, the outcome, duration, OSL, cached tokens and the summed detokenize
+//! time at the end (`cancelled` when dropped first), active until the tracker is dropped with
+//! the end of the response. Also the `failures_total` class of an error ([`count_failure`]).
 
 use std::rc::Rc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::pipeline::Api;
 use crate::error::{Error, Kind};
 use crate::http1::Request;
-use crate::metrics::{Endpoint, Outcome};
+use crate::metrics::{Endpoint, Failure, Outcome, ShardMetrics, TokenizerOp};
 use crate::openai::response::Usage;
 use crate::shard::ShardCtx;
 
@@ -26,6 +28,8 @@ pub(super) struct Tracker {
     stream: bool,
     start: Instant,
     last_token: Option<Instant>,
+    /// Time spent in incremental detokenization so far.
+    detokenize: Duration,
     finished: bool,
 }
 
@@ -44,16 +48,32 @@ impl Tracker {
             stream,
             start: Instant::now(),
             last_token: None,
+            detokenize: Duration::ZERO,
             finished: false,
         }
     }
 
-    /// A worker frame carried `n` tokens: TTFT (and ISL) on the first, ITL after.
-    pub(super) fn tokens(&mut self, n: usize, prompt_tokens: u32) {
+    /// The prompt took `took` to encode.
+    pub(super) fn tokenized(&self, took: Duration) {
+        self.ctx.metrics.tokenizer_latency(TokenizerOp::Tokenize, millis(took));
+    }
+
+    /// Decoding one worker frame took `took`; the sum is observed once, at the end.
+    pub(super) fn detokenized(&mut self, took: Duration) {
+        self.detokenize += took;
+    }
+
+    /// The client went away before the end of its streamed answer.
+    pub(super) fn client_gone(&self) {
+        self.ctx.metrics.client_disconnected();
+    }
+
+    /// A worker frame that arrived at `now` carried `n` tokens: TTFT (and ISL) on the first,
+    /// ITL after.
+    pub(super) fn tokens(&mut self, now: Instant, n: usize, prompt_tokens: u32) {
         if n == 0 {
             return;
         }
-        let now = Instant::now();
         let last = self.last_token.replace(now);
         self.ctx.metrics.with_model(self.model, |m| {
             match last {
@@ -73,6 +93,9 @@ impl Tracker {
             return;
         }
         let secs = self.start.elapsed().as_secs_f64();
+        if self.last_token.is_some() || outcome == Outcome::Success {
+            self.ctx.metrics.tokenizer_latency(TokenizerOp::Detokenize, millis(self.detokenize));
+        }
         self.ctx.metrics.with_model(self.model, |m| {
             m.finish(self.endpoint, self.stream, outcome, secs);
             if let Some(u) = usage {
@@ -87,12 +110,43 @@ impl Tracker {
     pub(super) fn fail(&mut self, e: &Error) {
         self.finish(outcome(e.kind()), None);
     }
+
+    /// The request failed after its response started (an error event ends the stream), so no
+    /// error response reaches the service to count it in `failures_total`: counted here.
+    pub(super) fn fail_in_stream(&mut self, e: &Error) {
+        self.fail(e);
+        count_failure(&self.ctx.metrics, e.kind());
+    }
 }
 
 impl Drop for Tracker {
     fn drop(&mut self) {
         self.finish(Outcome::Cancelled, None);
+        self.ctx.metrics.with_model(self.model, |m| m.end());
     }
+}
+
+fn millis(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// Count a request that ended in error `kind` in `failures_total`.
+pub(super) fn count_failure(metrics: &ShardMetrics, kind: Kind) {
+    metrics.failure(match kind {
+        Kind::BadRequest
+        | Kind::RequestTimeout
+        | Kind::ExpectationFailed
+        | Kind::HeadersTooLarge
+        | Kind::VersionNotSupported => Failure::InvalidRequest,
+        Kind::MethodNotAllowed => Failure::MethodNotAllowed,
+        Kind::PayloadTooLarge => Failure::TooLarge,
+        Kind::NotFound => Failure::NotFound,
+        Kind::UnsupportedMediaType => Failure::UnsupportedMedia,
+        Kind::NotImplemented => Failure::Unsupported,
+        Kind::ServiceUnavailable => Failure::Unavailable,
+        Kind::Overloaded => Failure::Overloaded,
+        Kind::Internal => Failure::Internal,
+    });
 }
 
 /// The `error_type` of a failed request.

@@ -116,6 +116,9 @@ enum Fake {
     CloseNoAck,
     /// Acks, calls back, sends handshake, prologue and one item, then closes.
     HalfStream,
+    /// Acks, calls back, sends handshake and prologue, then bytes that are no frame, and
+    /// keeps the connection open.
+    Garbage,
 }
 
 fn fake_worker(mode: Fake) -> SocketAddr {
@@ -143,10 +146,10 @@ fn fake_conn(mut conn: TcpStream, mode: Fake) {
             match mode {
                 Fake::CloseNoAck => return,
                 Fake::Reject(text) => encode_ack(&mut out, &Ack::Rejected(text.into())),
-                Fake::AckOnly | Fake::HalfStream => encode_ack(&mut out, &Ack::Accepted),
+                Fake::AckOnly | Fake::HalfStream | Fake::Garbage => encode_ack(&mut out, &Ack::Accepted),
             }
             conn.write_all(&out).unwrap();
-            if let Fake::HalfStream = mode {
+            if let Fake::HalfStream | Fake::Garbage = mode {
                 let tp = frame.two_part(DEFAULT_MAX_MESSAGE_SIZE).unwrap();
                 let ctl = RequestControlMessage::from_json(tp.header).unwrap();
                 let info = ctl.connection_info.tcp_info().unwrap();
@@ -155,6 +158,14 @@ fn fake_conn(mut conn: TcpStream, mode: Fake) {
                 let hs = CallHomeHandshake { subject: info.subject, stream_type: StreamType::Response };
                 encode_handshake(&mut s, &hs).unwrap();
                 encode_prologue(&mut s, &StreamPrologue { error: None }).unwrap();
+                if let Fake::Garbage = mode {
+                    // A two-part header declaring absurd lengths, then noise.
+                    s.extend_from_slice(&[0xff; 24]);
+                    s.extend_from_slice(b"this is not a frame at all");
+                    back.write_all(&s).unwrap();
+                    std::thread::sleep(Duration::from_secs(3));
+                    return;
+                }
                 let item = LLMEngineOutput { token_ids: vec![7], ..Default::default() };
                 encode_item(&mut s, ctl.payload_codec, &Annotated::from_data(item)).unwrap();
                 back.write_all(&s).unwrap();
@@ -290,6 +301,21 @@ fn worker_closing_mid_stream_is_an_incomplete_stream() {
         assert!(matches!(err, TransportError::StreamIncomplete { .. }), "{err:?}");
         assert!(err.to_string().contains("stream ended before generation completed"));
         assert!(err.is_retryable());
+        assert_eq!(p.callbacks.registered(), 0);
+        healthy(&p, &mock(true, None)).await;
+    });
+}
+
+#[test]
+fn garbage_on_the_response_stream_is_an_error_not_a_hang() {
+    run(|| async {
+        let p = plane();
+        let fake = fake_worker(Fake::Garbage);
+        let started = Instant::now();
+        let s = p.generate(fake, "x/dynamo/backend/generate", Codec::Msgpack, &request(None), "r", DEADLINE).await;
+        let err = collect(s.unwrap()).await.err().unwrap();
+        assert!(started.elapsed() < Duration::from_secs(2), "noticed at once, not at a timeout");
+        assert!(!matches!(err, TransportError::CallbackTimeout { .. }), "{err:?}");
         assert_eq!(p.callbacks.registered(), 0);
         healthy(&p, &mock(true, None)).await;
     });

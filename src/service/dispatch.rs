@@ -2,7 +2,8 @@
 //! answer — retrying on another worker while nothing has reached the client.
 //!
 //! A worker that fails before its first item (refused connect, connection lost before the
-//! ack, no ack, no call-back within the deadline, stream cut before any item) is inhibited
+//! ack, no ack, no call-back within the deadline, stream cut or garbled before any item) is
+//! inhibited
 //! in this shard's router (spec §9.1) and the request goes to the next usable worker, up to
 //! [`MAX_ATTEMPTS`] workers. A worker that refuses with an ack (`Server overloaded`) is
 //! skipped for this request but not inhibited: it is alive. Once the first item arrived,
@@ -54,10 +55,13 @@ impl Started {
     }
 }
 
-/// What a failed attempt means for the worker.
-fn on_failure(ctx: &ShardCtx, worker: &Worker, e: &TransportError) -> bool {
-    let retry =
-        e.is_retryable() || matches!(e, TransportError::AckTimeout { .. } | TransportError::CallbackTimeout { .. });
+/// What a failed attempt means for the worker; true: try another one. `from_stream`: the
+/// error came from the worker's response stream, so a protocol error is the worker's (one
+/// in sending is ours: e.g. a request over the size limit, which no worker would take).
+fn on_failure(ctx: &ShardCtx, worker: &Worker, e: &TransportError, from_stream: bool) -> bool {
+    let retry = e.is_retryable()
+        || matches!(e, TransportError::AckTimeout { .. } | TransportError::CallbackTimeout { .. })
+        || (from_stream && matches!(e, TransportError::Plane(_)));
     if retry && !e.is_overloaded() {
         ctx.router.inhibit(worker.instance_id);
     }
@@ -86,7 +90,7 @@ pub async fn dispatch(
         let mut stream = match sent {
             Ok(s) => s,
             Err(e) => {
-                if !on_failure(ctx, &worker, &e) {
+                if !on_failure(ctx, &worker, &e, false) {
                     return Err(e.into());
                 }
                 last = Some(e);
@@ -101,7 +105,7 @@ pub async fn dispatch(
         };
         match first {
             Some(Err(e)) => {
-                if !on_failure(ctx, &worker, &e) {
+                if !on_failure(ctx, &worker, &e, true) {
                     return Err(e.into());
                 }
                 last = Some(e);

@@ -123,13 +123,18 @@ fn post(s: &Setup, path: &str, body: &serde_json::Value) -> common::Resp {
 
 /// Read a chunked SSE body from a raw response and return the `data:` payloads.
 fn sse_events(addr: std::net::SocketAddr, body: &serde_json::Value) -> Vec<String> {
+    sse_events_at(addr, "/v1/chat/completions", body)
+}
+
+/// [`sse_events`] for a request to `path`.
+fn sse_events_at(addr: std::net::SocketAddr, path: &str, body: &serde_json::Value) -> Vec<String> {
     use std::io::{BufRead, BufReader, Read, Write};
     let body = body.to_string();
     let mut stream = std::net::TcpStream::connect(addr).unwrap();
     stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     write!(
         stream,
-        "POST /v1/chat/completions HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        "POST {path} HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()
     )
     .unwrap();
@@ -462,4 +467,103 @@ fn worker_death_mid_stream_ends_with_an_error_event() {
     assert_eq!(err["error"]["message"], "Service temporarily unavailable");
     let first: serde_json::Value = serde_json::from_str(&events[0]).unwrap();
     assert_eq!(first["object"], "chat.completion.chunk", "tokens went out before the failure");
+}
+
+/// What the mock worker sends for the `i`-th token with `n` alternatives (its documented
+/// rule: `-(i+1)/8` for the token, then ids 13, 14, … one nat less likely each), rendered
+/// the way 1.6.1 renders logprobs with token texts decoded by the frontend.
+fn expected_logprobs(s: &Setup, n: u32) -> (serde_json::Value, serde_json::Value) {
+    use serde_json::json;
+    let tok = ModelFiles::load(qwen3_dir()).unwrap().tokenizer().unwrap();
+    let text = |id: u32| tok.decode(&[id], false).unwrap();
+    let bytes = |t: &str| json!(t.as_bytes());
+    let (mut content, mut tokens, mut lps, mut tops) = (vec![], vec![], vec![], vec![]);
+    for (i, &id) in s.script.iter().enumerate() {
+        let lp = -((i % 64) as f64 + 1.0) / 8.0;
+        let alts: Vec<(String, f64)> =
+            (0..n).map(|r| (text(if r == 0 { id } else { 12 + r }), lp - f64::from(r))).collect();
+        let t = text(id);
+        content.push(json!({
+            "token": t, "logprob": lp, "token_id": id, "bytes": bytes(&t),
+            "top_logprobs": alts.iter().map(|(a, l)| json!({"token": a, "logprob": l, "bytes": bytes(a)})).collect::<Vec<_>>(),
+        }));
+        let mut map = serde_json::Map::new();
+        for (a, l) in &alts {
+            map.entry(a.clone()).or_insert(json!(l));
+        }
+        tops.push(serde_json::Value::Object(map));
+        tokens.push(json!(t));
+        lps.push(json!(lp));
+    }
+    let chat = json!({"content": content, "refusal": null});
+    let completion = json!({"tokens": tokens, "token_logprobs": lps, "top_logprobs": tops, "text_offset": []});
+    (chat, completion)
+}
+
+#[test]
+fn logprobs_whole_and_streamed() {
+    let s = setup("logprobs");
+    let addr = s.server.as_ref().unwrap().addr;
+    let (want_chat, want_cmpl) = expected_logprobs(&s, 2);
+    let chat = serde_json::json!({"model": "qwen3-mock", "logprobs": true, "top_logprobs": 2,
+        "messages": [{"role": "user", "content": "Hello there"}]});
+    let r = post(&s, "/v1/chat/completions", &chat);
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let v = r.json();
+    assert_eq!(v["choices"][0]["message"]["content"], ANSWER);
+    assert_eq!(v["choices"][0]["logprobs"], want_chat);
+    let raw = String::from_utf8(r.body.clone()).unwrap();
+    assert!(
+        raw.contains(r#""finish_reason":"stop","logprobs":{"content":[{"token":"Hello","logprob":-0.125,"token_id":"#),
+        "{raw}"
+    );
+
+    // Streamed: every text chunk carries the logprobs of its tokens, in order.
+    let mut streamed = chat.clone();
+    streamed["stream"] = true.into();
+    let events = sse_events(addr, &streamed);
+    let mut content = Vec::new();
+    for e in &events[..events.len() - 1] {
+        let v: serde_json::Value = serde_json::from_str(e).unwrap();
+        let c = &v["choices"][0];
+        if c["delta"]["content"].is_string() {
+            assert!(c["logprobs"]["content"].is_array(), "{e}");
+            assert_eq!(c["logprobs"]["refusal"], serde_json::Value::Null);
+        }
+        if let Some(items) = c["logprobs"]["content"].as_array() {
+            content.extend(items.iter().cloned());
+        }
+    }
+    assert_eq!(serde_json::Value::Array(content), want_chat["content"]);
+
+    let cmpl = serde_json::json!({"model": "qwen3-mock", "prompt": "Once upon a time", "logprobs": 2});
+    let r = post(&s, "/v1/completions", &cmpl);
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let v = r.json();
+    assert_eq!(v["choices"][0]["text"], ANSWER);
+    assert_eq!(v["choices"][0]["logprobs"], want_cmpl);
+    let raw = String::from_utf8(r.body.clone()).unwrap();
+    assert!(raw.contains(r#""index":0,"logprobs":{"tokens":["Hello","#), "{raw}");
+
+    let mut streamed = cmpl.clone();
+    streamed["stream"] = true.into();
+    let events = sse_events_at(addr, "/v1/completions", &streamed);
+    let (mut tokens, mut lps, mut tops) = (vec![], vec![], vec![]);
+    for e in &events[..events.len() - 1] {
+        let v: serde_json::Value = serde_json::from_str(e).unwrap();
+        let lp = &v["choices"][0]["logprobs"];
+        if v["choices"][0]["text"].as_str().is_some_and(|t| !t.is_empty()) {
+            assert_eq!(lp["text_offset"], serde_json::json!([]), "{e}");
+        }
+        for (key, into) in [("tokens", &mut tokens), ("token_logprobs", &mut lps), ("top_logprobs", &mut tops)] {
+            into.extend(lp[key].as_array().into_iter().flatten().cloned());
+        }
+    }
+    assert_eq!(serde_json::Value::Array(tokens), want_cmpl["tokens"]);
+    assert_eq!(serde_json::Value::Array(lps), want_cmpl["token_logprobs"]);
+    assert_eq!(serde_json::Value::Array(tops), want_cmpl["top_logprobs"]);
+
+    // Not asked: no logprobs from the worker, `null` / absent as before.
+    let r = post(&s, "/v1/completions", &serde_json::json!({"model": "qwen3-mock", "prompt": "Once"}));
+    assert!(!String::from_utf8_lossy(&r.body).contains("logprobs"));
 }

@@ -34,6 +34,7 @@
 //! | `completions.rs` | the completion request and `prompt` |
 //! | `common.rs` | `stop`, `stream_options`, helpers shared by both |
 //! | `nvext.rs` | Dynamo's `nvext` extension |
+//! | `logprobs.rs` | output-token log probabilities in chat and completions shapes |
 //! | `validate.rs`, `validate/completion.rs` | semantic checks in Dynamo's order |
 //!
 //! # Cost
@@ -52,6 +53,7 @@ pub mod chat_params;
 pub mod common;
 pub mod completions;
 pub mod content;
+pub mod logprobs;
 pub mod messages;
 pub mod nvext;
 pub mod response;

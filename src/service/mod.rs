@@ -14,6 +14,7 @@
 
 mod dispatch;
 pub mod inference;
+mod logprobs;
 pub mod ops;
 pub mod pipeline;
 pub mod routes;

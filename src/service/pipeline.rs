@@ -25,6 +25,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 
 use super::dispatch::{dispatch, Started};
+use super::logprobs::Logprobs;
 use super::tracker::{count_rejected, Tracker};
 use crate::error::{Error, Kind};
 use crate::http1::{Request, Response};
@@ -83,6 +84,8 @@ struct Plan {
     skip_special_tokens: bool,
     stream: bool,
     include_usage: bool,
+    /// The client asked for output logprobs.
+    logprobs: bool,
     /// The worker the request names (header or `nvext.backend_instance_id`).
     pinned: Option<u64>,
 }
@@ -169,6 +172,7 @@ struct Common {
     include_stop_str: bool,
     stream: bool,
     include_usage: bool,
+    logprobs: Option<u32>,
     sampling: SamplingOptions,
     nvext_worker: Option<u64>,
 }
@@ -186,6 +190,7 @@ macro_rules! common {
             include_stop_str: $r.include_stop_str_in_output(),
             stream: $r.is_streaming(),
             include_usage: $r.include_usage(),
+            logprobs: $r.output_logprobs(),
             nvext_worker: $r.nvext.as_ref().and_then(|n| n.backend_instance_id),
             sampling: SamplingOptions {
                 temperature: $r.temperature,
@@ -262,6 +267,7 @@ fn finish_plan(ctx: &ShardCtx, api: Api, c: Common, source: Source<'_>, req: &Re
         include_stop_str: incl,
         stream,
         include_usage: usage,
+        logprobs,
         sampling,
         nvext_worker,
     } = c;
@@ -292,7 +298,7 @@ fn finish_plan(ctx: &ShardCtx, api: Api, c: Common, source: Source<'_>, req: &Re
             ..Default::default()
         },
         sampling_options: sampling,
-        output_options: OutputOptions { skip_special_tokens: Some(skip), ..Default::default() },
+        output_options: OutputOptions { logprobs, skip_special_tokens: Some(skip), ..Default::default() },
         eos_token_ids: eos.clone(),
         mdc_sum: serving.mdc_sum.clone(),
         annotations: Vec::new(),
@@ -318,6 +324,7 @@ fn finish_plan(ctx: &ShardCtx, api: Api, c: Common, source: Source<'_>, req: &Re
         skip_special_tokens: skip,
         stream,
         include_usage: usage,
+        logprobs: logprobs.is_some(),
         pinned: pinned_worker(req, nvext_worker)?,
     })
 }
@@ -349,12 +356,17 @@ struct Answer {
     prompt_tokens: u32,
     cached_tokens: Option<u32>,
     track: Tracker,
+    /// Output logprobs and the tokenizer naming their tokens, when the client asked.
+    logprobs: Option<(Logprobs, ShardTokenizer)>,
 }
 
 impl Answer {
     fn new(plan: &Plan, shard: usize, track: Tracker) -> Answer {
         let tok = ShardTokenizer { serving: plan.serving.clone(), shard };
+        let logprobs =
+            plan.logprobs.then(|| (Logprobs::default(), ShardTokenizer { serving: plan.serving.clone(), shard }));
         Answer {
+            logprobs,
             post: PostProcessor::new(tok, plan.skip_special_tokens, plan.stop.clone()),
             prompt_tokens: plan.wire.token_ids.len() as u32,
             cached_tokens: None,
@@ -386,6 +398,9 @@ impl Answer {
                     }
                 }
                 self.track.tokens(out.token_ids.len(), self.prompt_tokens);
+                if let Some((lp, tok)) = &mut self.logprobs {
+                    lp.add(&out, tok);
+                }
                 let mut text = String::new();
                 let step = self.post.on_tokens(&out.token_ids).map_err(internal)?;
                 text.push_str(step.text);
@@ -403,6 +418,11 @@ impl Answer {
             Some(Ok(_)) => Ok(None),
             Some(Err(e)) => Err(e.into()),
         }
+    }
+
+    /// The logprobs received since the last call, rendered for `api`.
+    fn take_logprobs(&mut self, api: Api) -> Option<Vec<u8>> {
+        self.logprobs.as_mut().and_then(|(lp, _)| lp.take(api))
     }
 
     fn usage(&self) -> Usage {
@@ -449,10 +469,11 @@ async fn whole_answer(
     let usage = answer.usage();
     answer.track.finish(Outcome::Success, Some(&usage));
     let meta = Meta { id: &id, created, model: &plan.model };
-    let mut out = Vec::with_capacity(text.len() + 256);
+    let lp = answer.take_logprobs(plan.api);
+    let mut out = Vec::with_capacity(text.len() + 256 + lp.as_ref().map_or(0, Vec::len));
     match plan.api {
-        Api::Chat => body::chat_completion(&mut out, &meta, &text, reason, &usage),
-        Api::Completions => body::completion(&mut out, &meta, &text, reason, &usage),
+        Api::Chat => body::chat_completion(&mut out, &meta, &text, reason, &usage, lp.as_deref()),
+        Api::Completions => body::completion(&mut out, &meta, &text, reason, &usage, lp.as_deref()),
     }
     Ok(Response::json(200, out))
 }
@@ -486,19 +507,23 @@ async fn stream_answer(
             Ok(None) => continue,
             Ok(Some(Progress::Text(t))) => {
                 if !t.is_empty() {
-                    chunk(&mut out, plan.api, &meta, Some(&t), first, None);
+                    let lp = answer.take_logprobs(plan.api);
+                    chunk(&mut out, plan.api, &meta, Some(&t), first, lp.as_deref());
                     first = false;
                 }
                 false
             }
             Ok(Some(Progress::Done(t, reason))) => {
                 if !t.is_empty() {
-                    chunk(&mut out, plan.api, &meta, Some(&t), first, None);
+                    let lp = answer.take_logprobs(plan.api);
+                    chunk(&mut out, plan.api, &meta, Some(&t), first, lp.as_deref());
                     first = false;
                 }
+                // Logprobs of tokens that produced no text (held back, hidden stop token).
+                let lp = answer.take_logprobs(plan.api);
                 match plan.api {
-                    Api::Chat => body::chat_chunk(&mut out, &meta, None, first, reason),
-                    Api::Completions => body::completion_chunk(&mut out, &meta, Some(""), reason, None),
+                    Api::Chat => body::chat_chunk(&mut out, &meta, None, first, reason, lp.as_deref()),
+                    Api::Completions => body::completion_chunk(&mut out, &meta, Some(""), reason, None, lp.as_deref()),
                 }
                 let usage = answer.usage();
                 // Counted before the last bytes go out, so a scrape after `[DONE]` sees it.
@@ -506,7 +531,7 @@ async fn stream_answer(
                 if plan.include_usage {
                     match plan.api {
                         Api::Chat => body::chat_usage_chunk(&mut out, &meta, &usage),
-                        Api::Completions => body::completion_chunk(&mut out, &meta, None, None, Some(&usage)),
+                        Api::Completions => body::completion_chunk(&mut out, &meta, None, None, Some(&usage), None),
                     }
                 }
                 out.extend_from_slice(body::DONE);
@@ -522,9 +547,10 @@ async fn stream_answer(
     }
 }
 
-fn chunk(out: &mut Vec<u8>, api: Api, meta: &Meta<'_>, text: Option<&str>, first: bool, reason: Option<&str>) {
+/// A text chunk, with the logprobs of its tokens when asked for.
+fn chunk(out: &mut Vec<u8>, api: Api, meta: &Meta<'_>, text: Option<&str>, first: bool, logprobs: Option<&[u8]>) {
     match api {
-        Api::Chat => body::chat_chunk(out, meta, text, first, reason),
-        Api::Completions => body::completion_chunk(out, meta, text, reason, None),
+        Api::Chat => body::chat_chunk(out, meta, text, first, None, logprobs),
+        Api::Completions => body::completion_chunk(out, meta, text, None, None, logprobs),
     }
 }

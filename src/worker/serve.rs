@@ -15,7 +15,7 @@ use crate::plane::{
     encode_ack, encode_complete_final, encode_control, encode_handshake, encode_item, encode_prologue, Ack, Annotated,
     CallHomeHandshake, Codec, CompletionUsage, ControlMessage, Decoded, FinishReason, LLMEngineOutput,
     PreprocessedRequest, PromptTokensDetails, RequestControlMessage, RequestFrame, RequestFrameDecoder, StreamPrologue,
-    StreamType, TcpStreamInfo, TwoPartDecoder, TwoPartKind, DEFAULT_MAX_MESSAGE_SIZE,
+    StreamType, TcpStreamInfo, TopLogprob, TwoPartDecoder, TwoPartKind, DEFAULT_MAX_MESSAGE_SIZE,
 };
 
 /// How long a finished stream waits for the frontend's FIN (Dynamo: ≤ 10 s).
@@ -118,6 +118,8 @@ struct Job {
     finish: FinishReason,
     /// `Some(model)` for `model_input = Text` (OpenAI chunks), `None` for Tokens.
     text_model: Option<String>,
+    /// `output_options.logprobs` of a Tokens request: emit [`mock_logprobs`] per token.
+    logprobs: Option<u32>,
 }
 
 /// Decodes the payload and spawns the stream thread. Errors are payloads that do not decode.
@@ -142,7 +144,8 @@ fn start_request(shared: &Arc<Shared>, frame: &RequestFrame) -> Result<(), Strin
                 sc.ignore_eos.unwrap_or(false),
             );
             let prompt_tokens = u32::try_from(req.token_ids.len()).unwrap_or(u32::MAX);
-            Job { info, codec, request_id: ctrl.id, prompt_tokens, tokens, finish, text_model: None }
+            let logprobs = req.output_options.logprobs;
+            Job { info, codec, request_id: ctrl.id, prompt_tokens, tokens, finish, text_model: None, logprobs }
         }
         MockInput::Text => {
             let req: Value = codec.decode(tp.body).map_err(|e| e.to_string())?;
@@ -156,7 +159,8 @@ fn start_request(shared: &Arc<Shared>, frame: &RequestFrame) -> Result<(), Strin
             let prompt = serde_json::to_vec(&req.get("messages").or_else(|| req.get("prompt"))).unwrap_or_default();
             let prompt: Vec<u32> = prompt.iter().map(|&b| u32::from(b)).collect();
             let (tokens, finish) = plan_tokens(cfg, &prompt, seed, max, false);
-            Job { info, codec, request_id: ctrl.id, prompt_tokens: 0, tokens, finish, text_model: Some(model) }
+            let text_model = Some(model);
+            Job { info, codec, request_id: ctrl.id, prompt_tokens: 0, tokens, finish, text_model, logprobs: None }
         }
     };
     let s = Arc::clone(shared);
@@ -396,7 +400,12 @@ fn write_stream(shared: &Shared, job: &Job, mut conn: &TcpStream, flags: &Flags)
         match &job.text_model {
             None => {
                 let usage = (i == 0).then(|| usage(job.prompt_tokens, 1));
-                let item = LLMEngineOutput { token_ids: vec![tok], completion_usage: usage, ..Default::default() };
+                let mut item = LLMEngineOutput { token_ids: vec![tok], completion_usage: usage, ..Default::default() };
+                if let Some(n) = job.logprobs {
+                    let (lp, top) = mock_logprobs(i, tok, n);
+                    item.log_probs = Some(vec![lp]);
+                    item.top_logprobs = Some(vec![top]);
+                }
                 encode_item(&mut out, job.codec, &Annotated::from_data(item)).map_err(encode_err)?;
             }
             Some(model) => {
@@ -451,6 +460,20 @@ fn write_stream(shared: &Shared, job: &Job, mut conn: &TcpStream, flags: &Flags)
     encode_control(&mut out, ControlMessage::Sentinel);
     conn.write_all(&out)?;
     Ok(if stopped { End::Stopped } else { End::Normal })
+}
+
+/// The deterministic logprobs of the `i`-th output token `tok` with `n` alternatives:
+/// `-(i+1)/8` for the token itself (rank 1), then ids 13, 14, … one nat less likely each.
+/// Token texts are left to the frontend (`token: null`, as Python workers send them).
+pub(crate) fn mock_logprobs(i: usize, tok: u32, n: u32) -> (f64, Vec<TopLogprob>) {
+    let lp = -((i % 64) as f64 + 1.0) / 8.0;
+    let top = (0..n)
+        .map(|r| {
+            let token_id = if r == 0 { tok } else { 12 + r };
+            TopLogprob { rank: r + 1, token_id, token: None, logprob: lp - f64::from(r), bytes: None }
+        })
+        .collect();
+    (lp, top)
 }
 
 fn usage(prompt: u32, completion: u32) -> CompletionUsage {

@@ -7,7 +7,8 @@
 //!
 //! Serving data per model ([`Serving`]): the parsed model files, one tokenizer instance *per
 //! shard* (shard `i` only ever touches `tokenizers[i]`, so no instance is shared between
-//! threads), and the workers that serve it. Model files are read from the paths the card
+//! threads), and the workers that serve it. `model_input = Text` models need neither files nor
+//! tokenizer (the request is forwarded as sent). Model files are read from the paths the card
 //! names (shared storage, like the mocker's default); a card whose files are only reachable
 //! over HTTP is not served yet, and that is logged.
 
@@ -23,7 +24,7 @@ use crate::discovery::mem::MemStore;
 use crate::discovery::records::{Codec as CardCodec, ModelInput};
 use crate::discovery::{watch, Snapshot, Source};
 use crate::plane::payload::Codec;
-use crate::registry::{Registry, Serving, Worker};
+use crate::registry::{Registry, Serving, TokensModel, Worker};
 use crate::shard::Server;
 use crate::tokenize::ModelFiles;
 
@@ -81,9 +82,9 @@ impl Builder {
                 continue;
             }
             let input = served.card.model_input;
-            let loaded = match (input, Self::model_dir(&served.card)) {
+            let tokens = match (input, Self::model_dir(&served.card)) {
                 (ModelInput::Tokens, Some(dir)) => match self.load(&dir) {
-                    Ok(x) => Some(x),
+                    Ok((files, tokenizers)) => Some(TokensModel { files, tokenizers }),
                     Err(e) => {
                         crate::log::error(&format!("model {}: not served: {e}", served.model));
                         continue;
@@ -96,18 +97,19 @@ impl Builder {
                     ));
                     continue;
                 }
+                // Forwarded as the client sent it: no files, no tokenizer.
+                (ModelInput::Text, _) => None,
                 _ => {
                     crate::log::error(&format!(
-                        "model {}: not served: only Tokens models are supported yet",
+                        "model {}: not served: only Tokens and Text models are supported",
                         served.model
                     ));
                     continue;
                 }
             };
-            let (files, tokenizers) = loaded.expect("Tokens models have files");
             registry.serving.insert(
                 served.model.clone(),
-                Arc::new(Serving { files, tokenizers, workers: vec![worker], mdc_sum: Some(served.card.mdc_sum()) }),
+                Arc::new(Serving { tokens, workers: vec![worker], mdc_sum: Some(served.card.mdc_sum()) }),
             );
         }
         // Only models that can be served are listed.

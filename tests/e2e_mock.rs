@@ -567,3 +567,101 @@ fn logprobs_whole_and_streamed() {
     let r = post(&s, "/v1/completions", &serde_json::json!({"model": "qwen3-mock", "prompt": "Once"}));
     assert!(!String::from_utf8_lossy(&r.body).contains("logprobs"));
 }
+
+/// A `model_input = Text` worker: the request object goes out as the client sent it (the
+/// mock reports its compact JSON length as `prompt_tokens`), the worker's OpenAI chunks come
+/// back in Dynamo's shapes with the worker's `id`, `created` and `usage`.
+#[test]
+fn text_model_requests_are_forwarded_and_relayed() {
+    use serde_json::{json, Value};
+    let cfg = MockConfig { fast: true, model_input: switchyard::worker::MockInput::Text, ..MockConfig::default() };
+    let s = setup_with("text", cfg);
+    let addr = s.server.as_ref().unwrap().addr;
+    let toks: Vec<String> = s.script.iter().take(3).map(|t| format!(" tok{t}")).collect();
+    let usage = |body: &Value| {
+        let n = body.to_string().len();
+        format!(
+            r#"{{"prompt_tokens":{n},"completion_tokens":3,"total_tokens":{},"prompt_tokens_details":{{"audio_tokens":null,"cached_tokens":0}}}}"#,
+            n + 3
+        )
+    };
+    let id_created = |first: &str| {
+        let v: Value = serde_json::from_str(first).unwrap();
+        (v["id"].as_str().unwrap().to_owned(), v["created"].as_u64().unwrap())
+    };
+
+    let whole = |path: &str, body: &Value| {
+        let r = post(&s, path, body);
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+        let raw = String::from_utf8(r.body.clone()).unwrap();
+        let (id, created) = id_created(&raw);
+        (raw, id, created)
+    };
+
+    // Chat, streamed: one event per worker chunk, then [DONE].
+    let body = json!({"model": "qwen3-mock", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 3,
+        "stream": true, "temperature": 0.5});
+    let events = sse_events(addr, &body);
+    let (id, created) = id_created(&events[0]);
+    assert!(id.starts_with("chatcmpl-"), "{id}");
+    let chunk = |delta: String, finish: &str, tail: &str| {
+        format!(
+            r#"{{"id":"{id}","choices":[{{"index":0,"delta":{delta},"finish_reason":{finish},"logprobs":null}}],"created":{created},"model":"qwen3-mock","object":"chat.completion.chunk"{tail}}}"#
+        )
+    };
+    let want = vec![
+        chunk(format!(r#"{{"content":"{}","role":"assistant"}}"#, toks[0]), "null", ""),
+        chunk(format!(r#"{{"content":"{}"}}"#, toks[1]), "null", ""),
+        chunk(format!(r#"{{"content":"{}"}}"#, toks[2]), "null", ""),
+        chunk("{}".into(), r#""length""#, &format!(r#","usage":{}"#, usage(&body))),
+        "[DONE]".to_owned(),
+    ];
+    assert_eq!(events, want);
+
+    // Chat, whole: the chunks folded into one chat.completion.
+    let body = json!({"model": "qwen3-mock", "max_tokens": 3, "messages": [{"role": "user", "content": "Hi"}]});
+    let (raw, id, created) = whole("/v1/chat/completions", &body);
+    assert_eq!(
+        raw,
+        format!(
+            r#"{{"id":"{id}","choices":[{{"index":0,"message":{{"content":"{}","refusal":null,"role":"assistant"}},"finish_reason":"length","logprobs":null}}],"created":{created},"model":"qwen3-mock","object":"chat.completion","usage":{}}}"#,
+            toks.concat(),
+            usage(&body)
+        )
+    );
+
+    // Completions, streamed.
+    let body = json!({"model": "qwen3-mock", "prompt": "Once upon a time", "max_tokens": 3, "stream": true});
+    let events = sse_events_at(addr, "/v1/completions", &body);
+    let (id, created) = id_created(&events[0]);
+    assert!(id.starts_with("cmpl-"), "{id}");
+    let chunk = |choice: String, usage: &str| {
+        format!(
+            r#"{{"id":"{id}","choices":[{choice}],"created":{created},"model":"qwen3-mock","system_fingerprint":null,"object":"text_completion","usage":{usage}}}"#
+        )
+    };
+    let want = vec![
+        chunk(format!(r#"{{"text":"{}","index":0}}"#, toks[0]), "null"),
+        chunk(format!(r#"{{"text":"{}","index":0}}"#, toks[1]), "null"),
+        chunk(format!(r#"{{"text":"{}","index":0}}"#, toks[2]), "null"),
+        chunk(r#"{"text":"","index":0,"finish_reason":"length"}"#.into(), &usage(&body)),
+        "[DONE]".to_owned(),
+    ];
+    assert_eq!(events, want);
+
+    // Completions, whole.
+    let body = json!({"prompt": "Once upon a time", "model": "qwen3-mock", "max_tokens": 3});
+    let (raw, id, created) = whole("/v1/completions", &body);
+    assert_eq!(
+        raw,
+        format!(
+            r#"{{"id":"{id}","choices":[{{"text":"{}","index":0,"finish_reason":"length"}}],"created":{created},"model":"qwen3-mock","system_fingerprint":null,"object":"text_completion","usage":{}}}"#,
+            toks.concat(),
+            usage(&body)
+        )
+    );
+
+    // Validation still applies before anything is forwarded.
+    let r = post(&s, "/v1/completions", &json!({"model": "qwen3-mock", "prompt": ""}));
+    assert_eq!(r.status, 400);
+}

@@ -2,6 +2,7 @@
 //!
 //! 1. **parse** — deserialize and validate (400), in [`crate::openai`];
 //! 2. **resolve** — the model in the shard's Registry snapshot (404), its workers (503);
+//!    a `model_input = Text` model leaves here for [`super::passthrough`];
 //! 3. **preprocess** — chat template + tokenization with this shard's own tokenizer
 //!    ([`crate::tokenize::preprocess`]), then the `PreprocessedRequest` of the wire;
 //! 4. **route** — the `--router-mode` choice among the model's usable workers
@@ -26,18 +27,20 @@ use bytes::Bytes;
 
 use super::dispatch::{dispatch, Started};
 use super::logprobs::Logprobs;
+use super::passthrough;
 use super::tracker::{count_rejected, Tracker};
 use crate::error::{Error, Kind};
 use crate::http1::{Request, Response};
 use crate::metrics::Outcome;
 use crate::openai::response::{self as body, Meta, Usage};
 use crate::openai::{self, completions::Prompt};
+use crate::plane::callback::StreamItem;
 use crate::plane::payload::{
     FinishReason as WireFinish, OutputOptions, PreprocessedRequest, RoutingHints, SamplingOptions,
     StopConditions as WireStop,
 };
 use crate::plane::stream::StreamEvent;
-use crate::registry::Serving;
+use crate::registry::{Serving, TokensModel};
 use crate::shard::{local, ShardCtx};
 use crate::tokenize::offload;
 use crate::tokenize::preprocess::{chat_prompt, PreprocessOptions};
@@ -51,16 +54,16 @@ pub enum Api {
     Completions,
 }
 
-/// This shard's tokenizer of a model, kept alive by the `Serving` it belongs to.
+/// This shard's tokenizer of a model.
 struct ShardTokenizer {
-    serving: Arc<Serving>,
+    tokenizers: Arc<Vec<Tokenizer>>,
     shard: usize,
 }
 
 impl Deref for ShardTokenizer {
     type Target = Tokenizer;
     fn deref(&self) -> &Tokenizer {
-        &self.serving.tokenizers[self.shard]
+        &self.tokenizers[self.shard]
     }
 }
 
@@ -79,6 +82,7 @@ struct Plan {
     prompt: Option<PromptInput>,
     model: String,
     serving: Arc<Serving>,
+    tokens: TokensModel,
     wire: PreprocessedRequest,
     stop: StopConditions,
     skip_special_tokens: bool,
@@ -108,7 +112,8 @@ fn pinned_worker(req: &Request, nvext: Option<u64>) -> Result<Option<u64>, Error
 /// Run one inference request through every stage.
 pub async fn run(ctx: &Rc<ShardCtx>, api: Api, req: &Request) -> Result<Response, Error> {
     let mut plan = match prepare(ctx, api, req) {
-        Ok(plan) => plan,
+        Ok(Prepared::Tokens(plan)) => plan,
+        Ok(Prepared::Text(plan)) => return passthrough::run(ctx, plan, req).await,
         Err(e) => {
             count_rejected(ctx, api, req, &e);
             return Err(e);
@@ -127,9 +132,9 @@ pub async fn run(ctx: &Rc<ShardCtx>, api: Api, req: &Request) -> Result<Response
         None => (String::new(), false),
     };
     if !text.is_empty() || plan.wire.token_ids.is_empty() {
-        let serving = plan.serving.clone();
+        let tm = plan.tokens.clone();
         plan.wire.token_ids =
-            match offload::encode(&serving.tokenizers[ctx.id], || ctx.offload(&serving.files), text, special).await {
+            match offload::encode(&tm.tokenizers[ctx.id], || ctx.offload(&tm.files), text, special).await {
                 Ok(ids) => ids,
                 Err(e) => {
                     let e = Error::new(Kind::Internal, e);
@@ -216,7 +221,15 @@ enum Source<'a> {
     Ready(PromptInput),
 }
 
-fn prepare(ctx: &ShardCtx, api: Api, req: &Request) -> Result<Plan, Error> {
+/// A resolved request: Tokens models go through every stage, Text models are forwarded.
+/// (Moved once, so the size difference does not matter; no box on the Tokens path.)
+#[allow(clippy::large_enum_variant)]
+enum Prepared {
+    Tokens(Plan),
+    Text(passthrough::Plan),
+}
+
+fn prepare(ctx: &ShardCtx, api: Api, req: &Request) -> Result<Prepared, Error> {
     // Stage 1: parse.
     match api {
         Api::Chat => {
@@ -254,7 +267,7 @@ fn resolve(registry: &crate::registry::Registry, model: &str) -> Result<Arc<Serv
     Ok(serving.clone())
 }
 
-fn finish_plan(ctx: &ShardCtx, api: Api, c: Common, source: Source<'_>, req: &Request) -> Result<Plan, Error> {
+fn finish_plan(ctx: &ShardCtx, api: Api, c: Common, source: Source<'_>, req: &Request) -> Result<Prepared, Error> {
     let body = &req.body[..];
     let Common {
         model,
@@ -274,6 +287,10 @@ fn finish_plan(ctx: &ShardCtx, api: Api, c: Common, source: Source<'_>, req: &Re
     // Stage 2: resolve.
     let registry = ctx.registry();
     let serving = resolve(&registry, &model)?;
+    let pinned = pinned_worker(req, nvext_worker)?;
+    let Some(tokens) = serving.tokens.clone() else {
+        return Ok(Prepared::Text(passthrough::Plan { api, model, serving, stream, pinned }));
+    };
     // Stage 3: preprocess (the chat template here; tokenization, which may be long, in `run`).
     let prompt = match source {
         Source::Ready(p) => p,
@@ -281,10 +298,10 @@ fn finish_plan(ctx: &ShardCtx, api: Api, c: Common, source: Source<'_>, req: &Re
             let opts = PreprocessOptions {
                 exclude_tools_when_tool_choice_none: ctx.shared.config.exclude_tools_when_tool_choice_none,
             };
-            PromptInput::Chat(chat_prompt(chat, body, &serving.files, opts, None)?)
+            PromptInput::Chat(chat_prompt(chat, body, &tokens.files, opts, None)?)
         }
     };
-    let eos = serving.files.eos_token_ids.clone();
+    let eos = tokens.files.eos_token_ids.clone();
     let wire = PreprocessedRequest {
         model: model.clone(),
         token_ids: Vec::new(),
@@ -314,19 +331,20 @@ fn finish_plan(ctx: &ShardCtx, api: Api, c: Common, source: Source<'_>, req: &Re
         max_tokens,
         include_stop_str_in_output: incl,
     };
-    Ok(Plan {
+    Ok(Prepared::Tokens(Plan {
         api,
         prompt: Some(prompt),
         model,
         serving,
+        tokens,
         wire,
         stop,
         skip_special_tokens: skip,
         stream,
         include_usage: usage,
         logprobs: logprobs.is_some(),
-        pinned: pinned_worker(req, nvext_worker)?,
-    })
+        pinned,
+    }))
 }
 
 fn worker_finish(r: &WireFinish) -> Result<WorkerFinish, Error> {
@@ -362,12 +380,11 @@ struct Answer {
 
 impl Answer {
     fn new(plan: &Plan, shard: usize, track: Tracker) -> Answer {
-        let tok = ShardTokenizer { serving: plan.serving.clone(), shard };
-        let logprobs =
-            plan.logprobs.then(|| (Logprobs::default(), ShardTokenizer { serving: plan.serving.clone(), shard }));
+        let tok = || ShardTokenizer { tokenizers: plan.tokens.tokenizers.clone(), shard };
+        let logprobs = plan.logprobs.then(|| (Logprobs::default(), tok()));
         Answer {
             logprobs,
-            post: PostProcessor::new(tok, plan.skip_special_tokens, plan.stop.clone()),
+            post: PostProcessor::new(tok(), plan.skip_special_tokens, plan.stop.clone()),
             prompt_tokens: plan.wire.token_ids.len() as u32,
             cached_tokens: None,
             track,
@@ -375,17 +392,14 @@ impl Answer {
     }
 
     /// Feed the next event of the worker's stream.
-    fn on_event(
-        &mut self,
-        event: Option<Result<StreamEvent<crate::plane::callback::Item>, crate::plane::client::TransportError>>,
-    ) -> Result<Option<Progress>, Error> {
+    fn on_event(&mut self, event: super::dispatch::Event) -> Result<Option<Progress>, Error> {
         match event {
             None | Some(Ok(StreamEvent::CompleteFinal)) | Some(Ok(StreamEvent::Sentinel)) => {
                 let step = self.post.on_worker_finish(WorkerFinish::Stop).map_err(internal)?;
                 let reason = step.finished.as_ref().and_then(|f| f.openai());
                 Ok(Some(Progress::Done(step.text.to_string(), reason.or(Some("stop")))))
             }
-            Some(Ok(StreamEvent::Item(annotated))) => {
+            Some(Ok(StreamEvent::Item(StreamItem::Tokens(annotated)))) => {
                 if let Some(err) = annotated.error {
                     return Err(Error::new(Kind::Internal, "Internal server error")
                         .with_cause(std::io::Error::other(format!("{err:?}"))));
@@ -414,6 +428,9 @@ impl Answer {
                     return Ok(Some(Progress::Done(text, reason)));
                 }
                 Ok(Some(Progress::Text(text)))
+            }
+            Some(Ok(StreamEvent::Item(StreamItem::Json(_)))) => {
+                Err(internal("a Tokens worker sent a JSON item".into()))
             }
             Some(Ok(_)) => Ok(None),
             Some(Err(e)) => Err(e.into()),

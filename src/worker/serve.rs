@@ -118,6 +118,8 @@ struct Job {
     finish: FinishReason,
     /// `Some(model)` for `model_input = Text` (OpenAI chunks), `None` for Tokens.
     text_model: Option<String>,
+    /// A Text request with a `prompt` (no `messages`): `text_completion` chunks.
+    text_completion: bool,
     /// `output_options.logprobs` of a Tokens request: emit [`mock_logprobs`] per token.
     logprobs: Option<u32>,
 }
@@ -132,7 +134,7 @@ fn start_request(shared: &Arc<Shared>, frame: &RequestFrame) -> Result<(), Strin
     let info = ctrl.connection_info.tcp_info().map_err(|e| e.to_string())?;
     let codec = ctrl.payload_codec;
     let cfg = &shared.cfg;
-    let job = match cfg.model_input {
+    let (prompt_tokens, tokens, finish, text_model, text_completion, logprobs) = match cfg.model_input {
         MockInput::Tokens => {
             let req: PreprocessedRequest = codec.decode(tp.body).map_err(|e| e.to_string())?;
             let sc = &req.stop_conditions;
@@ -144,8 +146,7 @@ fn start_request(shared: &Arc<Shared>, frame: &RequestFrame) -> Result<(), Strin
                 sc.ignore_eos.unwrap_or(false),
             );
             let prompt_tokens = u32::try_from(req.token_ids.len()).unwrap_or(u32::MAX);
-            let logprobs = req.output_options.logprobs;
-            Job { info, codec, request_id: ctrl.id, prompt_tokens, tokens, finish, text_model: None, logprobs }
+            (prompt_tokens, tokens, finish, None, false, req.output_options.logprobs)
         }
         MockInput::Text => {
             let req: Value = codec.decode(tp.body).map_err(|e| e.to_string())?;
@@ -156,13 +157,19 @@ fn start_request(shared: &Arc<Shared>, frame: &RequestFrame) -> Result<(), Strin
                 .map(|m| u32::try_from(m).unwrap_or(u32::MAX));
             let seed = req.get("seed").and_then(Value::as_i64);
             let model = req.get("model").and_then(Value::as_str).unwrap_or(&cfg.model_name).to_string();
+            let text_completion = req.get("messages").is_none();
             let prompt = serde_json::to_vec(&req.get("messages").or_else(|| req.get("prompt"))).unwrap_or_default();
             let prompt: Vec<u32> = prompt.iter().map(|&b| u32::from(b)).collect();
             let (tokens, finish) = plan_tokens(cfg, &prompt, seed, max, false);
-            let text_model = Some(model);
-            Job { info, codec, request_id: ctrl.id, prompt_tokens: 0, tokens, finish, text_model, logprobs: None }
+            // Text workers count their own prompt: here one per byte of the request object as
+            // received, in compact JSON (so a test can see what arrived).
+            let received = serde_json::to_vec(&req).map_or(0, |b| b.len());
+            let prompt_tokens = u32::try_from(received).unwrap_or(u32::MAX);
+            (prompt_tokens, tokens, finish, Some(model), text_completion, None)
         }
     };
+    let request_id = ctrl.id;
+    let job = Job { info, codec, request_id, prompt_tokens, tokens, finish, text_model, text_completion, logprobs };
     let s = Arc::clone(shared);
     s.active_streams.fetch_add(1, Ordering::SeqCst);
     let spawned = std::thread::Builder::new().name("mock-worker-stream".into()).spawn(move || {
@@ -409,11 +416,7 @@ fn write_stream(shared: &Shared, job: &Job, mut conn: &TcpStream, flags: &Flags)
                 encode_item(&mut out, job.codec, &Annotated::from_data(item)).map_err(encode_err)?;
             }
             Some(model) => {
-                let mut delta = json!({"content": format!(" tok{tok}")});
-                if i == 0 {
-                    delta = json!({"role": "assistant", "content": format!(" tok{tok}")});
-                }
-                let chunk = text_chunk(job, model, created, delta, Value::Null);
+                let chunk = text_chunk(job, model, created, i, Some(format!(" tok{tok}")), Value::Null);
                 encode_item(&mut out, job.codec, &Annotated::from_data(chunk)).map_err(encode_err)?;
             }
         }
@@ -452,7 +455,8 @@ fn write_stream(shared: &Shared, job: &Job, mut conn: &TcpStream, flags: &Flags)
                 FinishReason::Length => "length",
                 _ => "stop",
             };
-            let chunk = text_chunk(job, model, created, json!({}), json!(reason));
+            let mut chunk = text_chunk(job, model, created, emitted, None, json!(reason));
+            chunk["usage"] = serde_json::to_value(usage(job.prompt_tokens, n)).unwrap_or_default();
             encode_item(&mut out, job.codec, &Annotated::from_data(chunk)).map_err(encode_err)?;
         }
     }
@@ -486,7 +490,23 @@ fn usage(prompt: u32, completion: u32) -> CompletionUsage {
     }
 }
 
-fn text_chunk(job: &Job, model: &str, created: u64, delta: Value, finish: Value) -> Value {
+/// The OpenAI chunk of a Text model: the `i`-th piece of `content` (none on the finish
+/// chunk), `chat.completion.chunk` (the first delta with the role) or `text_completion`.
+fn text_chunk(job: &Job, model: &str, created: u64, i: usize, content: Option<String>, finish: Value) -> Value {
+    if job.text_completion {
+        return json!({
+            "id": format!("cmpl-{}", job.request_id),
+            "object": "text_completion",
+            "created": created,
+            "model": model,
+            "choices": [{"text": content.unwrap_or_default(), "index": 0, "finish_reason": finish}],
+        });
+    }
+    let delta = match content {
+        Some(c) if i == 0 => json!({"role": "assistant", "content": c}),
+        Some(c) => json!({"content": c}),
+        None => json!({}),
+    };
     json!({
         "id": format!("chatcmpl-{}", job.request_id),
         "object": "chat.completion.chunk",

@@ -446,7 +446,8 @@ impl Answer {
         Usage {
             prompt_tokens: self.prompt_tokens,
             completion_tokens: self.post.completion_tokens(),
-            cached_tokens: self.cached_tokens.or(Some(0)),
+            // Absent unless the worker reported it (captures `p_lp`, `p_lp2`: no details).
+            cached_tokens: self.cached_tokens,
         }
     }
 }

@@ -375,7 +375,13 @@ fn wait_instances(s: &Setup, n: usize) {
 /// SIGKILL, but nothing listens at its address). Returns its instance id.
 fn register_dead_worker(s: &Setup) -> u64 {
     let dead_port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let id = s.worker.instance_id() ^ 0x5a5a;
+    register_copy(s, dead_port, 0x5a5a)
+}
+
+/// Registers a copy of `s.worker`'s records for a worker listening on `port` (instance id
+/// `s.worker`'s xor `salt`), waits until it is served and returns its instance id.
+fn register_copy(s: &Setup, port: u16, salt: u64) -> u64 {
+    let id = s.worker.instance_id() ^ salt;
     let live = s.worker.instance_id();
     for bucket in ["v1/instances", "v1/mdc"] {
         let dir = s._store.0.join(bucket);
@@ -384,7 +390,7 @@ fn register_dead_worker(s: &Setup) -> u64 {
         let text = text
             .replace(&format!("{live:x}"), &format!("{id:x}"))
             .replace(&live.to_string(), &id.to_string())
-            .replace(&s.worker.addr().port().to_string(), &dead_port.to_string());
+            .replace(&s.worker.addr().port().to_string(), &port.to_string());
         let name = file.file_name().unwrap().to_string_lossy().replace(&format!("{live:x}"), &format!("{id:x}"));
         std::fs::write(dir.join(name), text).unwrap();
     }
@@ -664,4 +670,85 @@ fn text_model_requests_are_forwarded_and_relayed() {
     // Validation still applies before anything is forwarded.
     let r = post(&s, "/v1/completions", &json!({"model": "qwen3-mock", "prompt": ""}));
     assert_eq!(r.status, 400);
+}
+
+/// A worker that answers every request with `items` (`Annotated.data` values), as a Python
+/// worker yields them; returns its port.
+fn replay_worker(items: Vec<serde_json::Value>) -> u16 {
+    use bytes::BytesMut;
+    use std::io::{Read, Write};
+    use switchyard::plane::*;
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut conn in l.incoming().flatten() {
+            let items = items.clone();
+            std::thread::spawn(move || {
+                let (decoder, mut buf, mut chunk) = (RequestFrameDecoder::default(), BytesMut::new(), [0u8; 4096]);
+                while let Ok(n @ 1..) = conn.read(&mut chunk) {
+                    buf.extend_from_slice(&chunk[..n]);
+                    while let Ok(Decoded::Frame(frame)) = decoder.decode(&mut buf) {
+                        let mut out = Vec::new();
+                        encode_ack(&mut out, &Ack::Accepted);
+                        conn.write_all(&out).unwrap();
+                        let tp = frame.two_part(DEFAULT_MAX_MESSAGE_SIZE).unwrap();
+                        let ctl = RequestControlMessage::from_json(tp.header).unwrap();
+                        let info = ctl.connection_info.tcp_info().unwrap();
+                        let mut s = Vec::new();
+                        let hs = CallHomeHandshake { subject: info.subject, stream_type: StreamType::Response };
+                        encode_handshake(&mut s, &hs).unwrap();
+                        encode_prologue(&mut s, &StreamPrologue { error: None }).unwrap();
+                        for item in &items {
+                            encode_item(&mut s, ctl.payload_codec, &Annotated::from_data(item.clone())).unwrap();
+                        }
+                        encode_complete_final(&mut s, ctl.payload_codec).unwrap();
+                        encode_control(&mut s, ControlMessage::Sentinel);
+                        let mut back = std::net::TcpStream::connect(&info.address).unwrap();
+                        back.write_all(&s).unwrap();
+                        let _ = back.read(&mut chunk); // until the frontend closes
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
+/// The captured answers of 1.6.1 to a Python worker's logprobs (`p_lp`, `p_lp2`), replayed:
+/// same worker frames in, same body out (but for the response id, timestamp and model name).
+#[test]
+fn logprobs_match_the_captured_dynamo_answers() {
+    let s = setup("lpcapture");
+    let v: serde_json::Value = serde_json::from_str(include_str!("data/plane/p_lp_logprobs.json")).unwrap();
+    let id = register_copy(&s, replay_worker(v["items"].as_array().unwrap().clone()), 0x1717);
+    let pinned = |path: &str, body: &serde_json::Value| {
+        let mut body = body.clone();
+        body["model"] = "qwen3-mock".into();
+        let body = body.to_string();
+        let req = format!(
+            "POST {path} HTTP/1.1\r\nContent-Type: application/json\r\nx-dynamo-worker-instance-id: {id}\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        let r = Client::connect(s.server.as_ref().unwrap().addr).roundtrip(req.as_bytes());
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+        let raw = String::from_utf8(r.body).unwrap();
+        let got: serde_json::Value = serde_json::from_str(&raw).unwrap();
+        (raw, got["id"].as_str().unwrap().to_owned(), got["created"].to_string())
+    };
+    let (raw, id, created) = pinned("/v1/chat/completions", &v["chat_request"]);
+    let want = v["chat_body"]
+        .as_str()
+        .unwrap()
+        .replace("chatcmpl-aa6af499-d480-44c9-abe8-2ac4a98342f8", &id)
+        .replace("1795295946", &created)
+        .replace(r#""model":"probe""#, r#""model":"qwen3-mock""#);
+    assert_eq!(raw, want);
+
+    let (raw, _, created) = pinned("/v1/completions", &v["completion_request"]);
+    let got: serde_json::Value = serde_json::from_str(&raw).unwrap();
+    assert_eq!(got["choices"][0]["text"], "alpha beta");
+    assert_eq!(got["choices"][0]["logprobs"]["top_logprobs"][1], serde_json::json!({" beta": -0.5, ".": -1.5}));
+    // Same length as 1.6.1's body once the model name and timestamp are accounted for.
+    let want_len = v["completion_body_len"].as_u64().unwrap() as usize + "qwen3-mock".len() - "probe".len();
+    assert_eq!(raw.len(), want_len + created.len() - 10, "{raw}");
 }

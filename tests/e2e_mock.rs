@@ -123,18 +123,18 @@ fn post(s: &Setup, path: &str, body: &serde_json::Value) -> common::Resp {
 
 /// Read a chunked SSE body from a raw response and return the `data:` payloads.
 fn sse_events(addr: std::net::SocketAddr, body: &serde_json::Value) -> Vec<String> {
-    sse_events_at(addr, "/v1/chat/completions", body)
+    sse_events_at(addr, "/v1/chat/completions", "", body)
 }
 
-/// [`sse_events`] for a request to `path`.
-fn sse_events_at(addr: std::net::SocketAddr, path: &str, body: &serde_json::Value) -> Vec<String> {
+/// [`sse_events`] for a request to `path`, with `headers` (`name: value\r\n` lines) added.
+fn sse_events_at(addr: std::net::SocketAddr, path: &str, headers: &str, body: &serde_json::Value) -> Vec<String> {
     use std::io::{BufRead, BufReader, Read, Write};
     let body = body.to_string();
     let mut stream = std::net::TcpStream::connect(addr).unwrap();
     stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     write!(
         stream,
-        "POST {path} HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        "POST {path} HTTP/1.1\r\nContent-Type: application/json\r\n{headers}Content-Length: {}\r\n\r\n{body}",
         body.len()
     )
     .unwrap();
@@ -553,7 +553,7 @@ fn logprobs_whole_and_streamed() {
 
     let mut streamed = cmpl.clone();
     streamed["stream"] = true.into();
-    let events = sse_events_at(addr, "/v1/completions", &streamed);
+    let events = sse_events_at(addr, "/v1/completions", "", &streamed);
     let (mut tokens, mut lps, mut tops) = (vec![], vec![], vec![]);
     for e in &events[..events.len() - 1] {
         let v: serde_json::Value = serde_json::from_str(e).unwrap();
@@ -638,7 +638,7 @@ fn text_model_requests_are_forwarded_and_relayed() {
 
     // Completions, streamed.
     let body = json!({"model": "qwen3-mock", "prompt": "Once upon a time", "max_tokens": 3, "stream": true});
-    let events = sse_events_at(addr, "/v1/completions", &body);
+    let events = sse_events_at(addr, "/v1/completions", "", &body);
     let (id, created) = id_created(&events[0]);
     assert!(id.starts_with("cmpl-"), "{id}");
     let chunk = |choice: String, usage: &str| {
@@ -721,20 +721,7 @@ fn logprobs_match_the_captured_dynamo_answers() {
     let s = setup("lpcapture");
     let v: serde_json::Value = serde_json::from_str(include_str!("data/plane/p_lp_logprobs.json")).unwrap();
     let id = register_copy(&s, replay_worker(v["items"].as_array().unwrap().clone()), 0x1717);
-    let pinned = |path: &str, body: &serde_json::Value| {
-        let mut body = body.clone();
-        body["model"] = "qwen3-mock".into();
-        let body = body.to_string();
-        let req = format!(
-            "POST {path} HTTP/1.1\r\nContent-Type: application/json\r\nx-dynamo-worker-instance-id: {id}\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
-        );
-        let r = Client::connect(s.server.as_ref().unwrap().addr).roundtrip(req.as_bytes());
-        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
-        let raw = String::from_utf8(r.body).unwrap();
-        let got: serde_json::Value = serde_json::from_str(&raw).unwrap();
-        (raw, got["id"].as_str().unwrap().to_owned(), got["created"].to_string())
-    };
+    let pinned = |path: &str, body: &serde_json::Value| pinned_post(&s, id, path, body);
     let (raw, id, created) = pinned("/v1/chat/completions", &v["chat_request"]);
     let want = v["chat_body"]
         .as_str()
@@ -751,4 +738,41 @@ fn logprobs_match_the_captured_dynamo_answers() {
     // Same length as 1.6.1's body once the model name and timestamp are accounted for.
     let want_len = v["completion_body_len"].as_u64().unwrap() as usize + "qwen3-mock".len() - "probe".len();
     assert_eq!(raw.len(), want_len + created.len() - 10, "{raw}");
+}
+
+/// POST `body` (its model renamed to the served one) pinned to worker `worker`; returns the
+/// 200 body with its `id` and `created`.
+fn pinned_post(s: &Setup, worker: u64, path: &str, body: &serde_json::Value) -> (String, String, String) {
+    let mut body = body.clone();
+    body["model"] = "qwen3-mock".into();
+    let body = body.to_string();
+    let req = format!(
+        "POST {path} HTTP/1.1\r\nContent-Type: application/json\r\nx-dynamo-worker-instance-id: {worker}\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let r = Client::connect(s.server.as_ref().unwrap().addr).roundtrip(req.as_bytes());
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let raw = String::from_utf8(r.body).unwrap();
+    let got: serde_json::Value = serde_json::from_str(&raw).unwrap();
+    (raw, got["id"].as_str().unwrap().to_owned(), got["created"].to_string())
+}
+
+/// The captured answers of 1.6.1 to a Text worker's chunks (`ptext1`, `ptext2`), replayed.
+#[test]
+fn text_chunks_match_the_captured_dynamo_answers() {
+    let cfg = MockConfig { fast: true, model_input: switchyard::worker::MockInput::Text, ..MockConfig::default() };
+    let s = setup_with("textcapture", cfg);
+    let v: serde_json::Value = serde_json::from_str(include_str!("data/plane/ptext_chunks.json")).unwrap();
+    let id = register_copy(&s, replay_worker(v["items"].as_array().unwrap().clone()), 0x2929);
+    let mut body = v["stream_request"].clone();
+    body["model"] = "qwen3-mock".into();
+    let headers = format!("x-dynamo-worker-instance-id: {id}\r\n");
+    let events = sse_events_at(s.server.as_ref().unwrap().addr, "/v1/chat/completions", &headers, &body);
+    assert_eq!(serde_json::json!(events), v["events"]);
+
+    let (raw, _, _) = pinned_post(&s, id, "/v1/chat/completions", &v["whole_request"]);
+    assert_eq!(raw.len(), v["whole_body_len"].as_u64().unwrap() as usize, "{raw}");
+    let got: serde_json::Value = serde_json::from_str(&raw).unwrap();
+    assert_eq!(got["choices"][0]["message"]["content"], "Hi there!");
+    assert_eq!(got["usage"], serde_json::json!({"prompt_tokens": 3, "completion_tokens": 3, "total_tokens": 6}));
 }

@@ -7,7 +7,8 @@
 //!
 //! Serving data per model ([`Serving`]): the parsed model files, one tokenizer instance *per
 //! shard* (shard `i` only ever touches `tokenizers[i]`, so no instance is shared between
-//! threads), and the workers that serve it. Model files are read from the paths the card
+//! threads), and the workers that serve it. `model_input = Text` models need neither files nor
+//! tokenizer (the request is forwarded as sent). Model files are read from the paths the card
 //! names, verified against their checksums — in shared storage, or downloaded from the
 //! worker's URLs ([`crate::discovery::cardfiles`]).
 
@@ -25,7 +26,7 @@ use crate::discovery::mem::MemStore;
 use crate::discovery::records::{Codec as CardCodec, ModelInput};
 use crate::discovery::{watch, Snapshot, Source};
 use crate::plane::payload::Codec;
-use crate::registry::{CardLimits, Registry, Serving, Worker};
+use crate::registry::{CardLimits, Registry, Serving, TokensModel, Worker};
 use crate::shard::Server;
 use crate::tokenize::ModelFiles;
 
@@ -77,23 +78,24 @@ impl Builder {
                 continue;
             }
             let input = served.card.model_input;
-            let loaded = match input {
+            let tokens = match input {
                 ModelInput::Tokens => match model_dir(&served.card, &self.cache).and_then(|dir| self.load(&dir)) {
-                    Ok(x) => Some(x),
+                    Ok((files, tokenizers)) => Some(TokensModel { files, tokenizers }),
                     Err(e) => {
                         crate::log::error(&format!("model {}: not served: {e}", served.model));
                         continue;
                     }
                 },
+                // Forwarded as the client sent it: no files, no tokenizer.
+                ModelInput::Text => None,
                 _ => {
                     crate::log::error(&format!(
-                        "model {}: not served: only Tokens models are supported yet",
+                        "model {}: not served: only Tokens and Text models are supported",
                         served.model
                     ));
                     continue;
                 }
             };
-            let (files, tokenizers) = loaded.expect("Tokens models have files");
             let card = &served.card;
             let limits = CardLimits {
                 context_length: card.effective_context_length(),
@@ -102,7 +104,7 @@ impl Builder {
                 max_num_seqs: card.runtime_config.max_num_seqs.unwrap_or(0),
                 total_kv_blocks: card.runtime_config.total_kv_blocks.unwrap_or(0),
             };
-            let serving = Serving { files, tokenizers, workers: vec![worker], mdc_sum: Some(card.mdc_sum()), limits };
+            let serving = Serving { tokens, workers: vec![worker], mdc_sum: Some(card.mdc_sum()), limits };
             registry.serving.insert(served.model.clone(), Arc::new(serving));
         }
         // Only models that can be served are listed.

@@ -41,12 +41,20 @@ pub struct CardLimits {
     pub total_kv_blocks: u64,
 }
 
-/// What a shard needs to serve one model.
+/// The model files and tokenizers of a `model_input = Tokens` model.
 #[derive(Clone, Debug)]
-pub struct Serving {
+pub struct TokensModel {
     pub files: std::sync::Arc<crate::tokenize::ModelFiles>,
     /// One tokenizer per shard: shard `i` uses `tokenizers[i]` only.
     pub tokenizers: std::sync::Arc<Vec<crate::tokenize::Tokenizer>>,
+}
+
+/// What a shard needs to serve one model.
+#[derive(Clone, Debug)]
+pub struct Serving {
+    /// `Some` for `model_input = Tokens` (the frontend tokenizes); `None` for
+    /// `model_input = Text` (the OpenAI request is forwarded as the client sent it).
+    pub tokens: Option<TokensModel>,
     pub workers: Vec<Worker>,
     /// The card checksum sent with every request.
     pub mdc_sum: Option<String>,

@@ -139,25 +139,41 @@ fn post(s: &Setup, path: &str, body: &serde_json::Value) -> common::Resp {
     Client::connect(s.server.as_ref().unwrap().addr).roundtrip(req.as_bytes())
 }
 
-/// Send a chat request on a new connection and return the connection to read the answer.
-fn open_chat(addr: std::net::SocketAddr, body: &serde_json::Value) -> std::io::BufReader<std::net::TcpStream> {
+/// Send a request to `path` (with `headers`, `name: value\r\n` lines) on a new connection and
+/// return the connection to read the answer.
+fn open_at(
+    addr: std::net::SocketAddr,
+    path: &str,
+    headers: &str,
+    body: &serde_json::Value,
+) -> std::io::BufReader<std::net::TcpStream> {
     use std::io::Write;
     let body = body.to_string();
     let mut stream = std::net::TcpStream::connect(addr).unwrap();
     stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     write!(
         stream,
-        "POST /v1/chat/completions HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        "POST {path} HTTP/1.1\r\nContent-Type: application/json\r\n{headers}Content-Length: {}\r\n\r\n{body}",
         body.len()
     )
     .unwrap();
     std::io::BufReader::new(stream)
 }
 
+/// Send a chat request on a new connection and return the connection to read the answer.
+fn open_chat(addr: std::net::SocketAddr, body: &serde_json::Value) -> std::io::BufReader<std::net::TcpStream> {
+    open_at(addr, "/v1/chat/completions", "", body)
+}
+
 /// Read a chunked SSE body from a raw response and return the `data:` payloads.
 fn sse_events(addr: std::net::SocketAddr, body: &serde_json::Value) -> Vec<String> {
+    sse_events_at(addr, "/v1/chat/completions", "", body)
+}
+
+/// [`sse_events`] for a request to `path`, with `headers` added.
+fn sse_events_at(addr: std::net::SocketAddr, path: &str, headers: &str, body: &serde_json::Value) -> Vec<String> {
     use std::io::{BufRead, Read};
-    let mut r = open_chat(addr, body);
+    let mut r = open_at(addr, path, headers, body);
     let mut line = String::new();
     r.read_line(&mut line).unwrap();
     assert!(line.starts_with("HTTP/1.1 200"), "{line}");
@@ -509,7 +525,13 @@ fn wait_instances(s: &Setup, n: usize) {
 /// SIGKILL, but nothing listens at its address). Returns its instance id.
 fn register_dead_worker(s: &Setup) -> u64 {
     let dead_port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let id = s.worker.instance_id() ^ 0x5a5a;
+    register_copy(s, dead_port, 0x5a5a)
+}
+
+/// Registers a copy of `s.worker`'s records for a worker listening on `port` (instance id
+/// `s.worker`'s xor `salt`), waits until it is served and returns its instance id.
+fn register_copy(s: &Setup, port: u16, salt: u64) -> u64 {
+    let id = s.worker.instance_id() ^ salt;
     let live = s.worker.instance_id();
     for bucket in ["v1/instances", "v1/mdc"] {
         let dir = s._store.0.join(bucket);
@@ -518,7 +540,7 @@ fn register_dead_worker(s: &Setup) -> u64 {
         let text = text
             .replace(&format!("{live:x}"), &format!("{id:x}"))
             .replace(&live.to_string(), &id.to_string())
-            .replace(&s.worker.addr().port().to_string(), &dead_port.to_string());
+            .replace(&s.worker.addr().port().to_string(), &port.to_string());
         let name = file.file_name().unwrap().to_string_lossy().replace(&format!("{live:x}"), &format!("{id:x}"));
         std::fs::write(dir.join(name), text).unwrap();
     }
@@ -737,4 +759,306 @@ fn card_files_over_http_are_fetched_and_verified() {
     for n in [&name, &bad] {
         let _ = std::fs::remove_dir_all(cache.join(n));
     }
+}
+
+/// What the mock worker sends for the `i`-th token with `n` alternatives (its documented
+/// rule: `-(i+1)/8` for the token, then ids 13, 14, … one nat less likely each), rendered
+/// the way 1.6.1 renders logprobs with token texts decoded by the frontend.
+fn expected_logprobs(s: &Setup, n: u32) -> (serde_json::Value, serde_json::Value) {
+    use serde_json::json;
+    let tok = ModelFiles::load(qwen3_dir()).unwrap().tokenizer().unwrap();
+    let text = |id: u32| tok.decode(&[id], false).unwrap();
+    let bytes = |t: &str| json!(t.as_bytes());
+    let (mut content, mut tokens, mut lps, mut tops) = (vec![], vec![], vec![], vec![]);
+    for (i, &id) in s.script.iter().enumerate() {
+        let lp = -((i % 64) as f64 + 1.0) / 8.0;
+        let alts: Vec<(String, f64)> =
+            (0..n).map(|r| (text(if r == 0 { id } else { 12 + r }), lp - f64::from(r))).collect();
+        let t = text(id);
+        content.push(json!({
+            "token": t, "logprob": lp, "token_id": id, "bytes": bytes(&t),
+            "top_logprobs": alts.iter().map(|(a, l)| json!({"token": a, "logprob": l, "bytes": bytes(a)})).collect::<Vec<_>>(),
+        }));
+        let mut map = serde_json::Map::new();
+        for (a, l) in &alts {
+            map.entry(a.clone()).or_insert(json!(l));
+        }
+        tops.push(serde_json::Value::Object(map));
+        tokens.push(json!(t));
+        lps.push(json!(lp));
+    }
+    let chat = json!({"content": content, "refusal": null});
+    let completion = json!({"tokens": tokens, "token_logprobs": lps, "top_logprobs": tops, "text_offset": []});
+    (chat, completion)
+}
+
+#[test]
+fn logprobs_whole_and_streamed() {
+    let s = setup("logprobs");
+    let addr = s.server.as_ref().unwrap().addr;
+    let (want_chat, want_cmpl) = expected_logprobs(&s, 2);
+    let chat = serde_json::json!({"model": "qwen3-mock", "logprobs": true, "top_logprobs": 2,
+        "messages": [{"role": "user", "content": "Hello there"}]});
+    let r = post(&s, "/v1/chat/completions", &chat);
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let v = r.json();
+    assert_eq!(v["choices"][0]["message"]["content"], ANSWER);
+    assert_eq!(v["choices"][0]["logprobs"], want_chat);
+    let raw = String::from_utf8(r.body.clone()).unwrap();
+    assert!(
+        raw.contains(r#""finish_reason":"stop","logprobs":{"content":[{"token":"Hello","logprob":-0.125,"token_id":"#),
+        "{raw}"
+    );
+
+    // Streamed: every text chunk carries the logprobs of its tokens, in order.
+    let mut streamed = chat.clone();
+    streamed["stream"] = true.into();
+    let events = sse_events(addr, &streamed);
+    let mut content = Vec::new();
+    for e in &events[..events.len() - 1] {
+        let v: serde_json::Value = serde_json::from_str(e).unwrap();
+        let c = &v["choices"][0];
+        if c["delta"]["content"].is_string() {
+            assert!(c["logprobs"]["content"].is_array(), "{e}");
+            assert_eq!(c["logprobs"]["refusal"], serde_json::Value::Null);
+        }
+        if let Some(items) = c["logprobs"]["content"].as_array() {
+            content.extend(items.iter().cloned());
+        }
+    }
+    assert_eq!(serde_json::Value::Array(content), want_chat["content"]);
+
+    let cmpl = serde_json::json!({"model": "qwen3-mock", "prompt": "Once upon a time", "logprobs": 2});
+    let r = post(&s, "/v1/completions", &cmpl);
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let v = r.json();
+    assert_eq!(v["choices"][0]["text"], ANSWER);
+    assert_eq!(v["choices"][0]["logprobs"], want_cmpl);
+    let raw = String::from_utf8(r.body.clone()).unwrap();
+    assert!(raw.contains(r#""index":0,"logprobs":{"tokens":["Hello","#), "{raw}");
+
+    let mut streamed = cmpl.clone();
+    streamed["stream"] = true.into();
+    let events = sse_events_at(addr, "/v1/completions", "", &streamed);
+    let (mut tokens, mut lps, mut tops) = (vec![], vec![], vec![]);
+    for e in &events[..events.len() - 1] {
+        let v: serde_json::Value = serde_json::from_str(e).unwrap();
+        let lp = &v["choices"][0]["logprobs"];
+        if v["choices"][0]["text"].as_str().is_some_and(|t| !t.is_empty()) {
+            assert_eq!(lp["text_offset"], serde_json::json!([]), "{e}");
+        }
+        for (key, into) in [("tokens", &mut tokens), ("token_logprobs", &mut lps), ("top_logprobs", &mut tops)] {
+            into.extend(lp[key].as_array().into_iter().flatten().cloned());
+        }
+    }
+    assert_eq!(serde_json::Value::Array(tokens), want_cmpl["tokens"]);
+    assert_eq!(serde_json::Value::Array(lps), want_cmpl["token_logprobs"]);
+    assert_eq!(serde_json::Value::Array(tops), want_cmpl["top_logprobs"]);
+
+    // Not asked: no logprobs from the worker, `null` / absent as before.
+    let r = post(&s, "/v1/completions", &serde_json::json!({"model": "qwen3-mock", "prompt": "Once"}));
+    assert!(!String::from_utf8_lossy(&r.body).contains("logprobs"));
+}
+
+/// A `model_input = Text` worker: the request object goes out as the client sent it (the
+/// mock reports its compact JSON length as `prompt_tokens`), the worker's OpenAI chunks come
+/// back in Dynamo's shapes with the worker's `id`, `created` and `usage`.
+#[test]
+fn text_model_requests_are_forwarded_and_relayed() {
+    use serde_json::{json, Value};
+    let cfg = MockConfig { fast: true, model_input: switchyard::worker::MockInput::Text, ..MockConfig::default() };
+    let s = setup_with("text", cfg);
+    let addr = s.server.as_ref().unwrap().addr;
+    let toks: Vec<String> = s.script.iter().take(3).map(|t| format!(" tok{t}")).collect();
+    let usage = |body: &Value| {
+        let n = body.to_string().len();
+        format!(
+            r#"{{"prompt_tokens":{n},"completion_tokens":3,"total_tokens":{},"prompt_tokens_details":{{"audio_tokens":null,"cached_tokens":0}}}}"#,
+            n + 3
+        )
+    };
+    let id_created = |first: &str| {
+        let v: Value = serde_json::from_str(first).unwrap();
+        (v["id"].as_str().unwrap().to_owned(), v["created"].as_u64().unwrap())
+    };
+
+    let whole = |path: &str, body: &Value| {
+        let r = post(&s, path, body);
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+        let raw = String::from_utf8(r.body.clone()).unwrap();
+        let (id, created) = id_created(&raw);
+        (raw, id, created)
+    };
+
+    // Chat, streamed: one event per worker chunk, then [DONE].
+    let body = json!({"model": "qwen3-mock", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 3,
+        "stream": true, "temperature": 0.5});
+    let events = sse_events(addr, &body);
+    let (id, created) = id_created(&events[0]);
+    assert!(id.starts_with("chatcmpl-"), "{id}");
+    let chunk = |delta: String, finish: &str, tail: &str| {
+        format!(
+            r#"{{"id":"{id}","choices":[{{"index":0,"delta":{delta},"finish_reason":{finish},"logprobs":null}}],"created":{created},"model":"qwen3-mock","object":"chat.completion.chunk"{tail}}}"#
+        )
+    };
+    let want = vec![
+        chunk(format!(r#"{{"content":"{}","role":"assistant"}}"#, toks[0]), "null", ""),
+        chunk(format!(r#"{{"content":"{}"}}"#, toks[1]), "null", ""),
+        chunk(format!(r#"{{"content":"{}"}}"#, toks[2]), "null", ""),
+        chunk("{}".into(), r#""length""#, &format!(r#","usage":{}"#, usage(&body))),
+        "[DONE]".to_owned(),
+    ];
+    assert_eq!(events, want);
+
+    // Chat, whole: the chunks folded into one chat.completion.
+    let body = json!({"model": "qwen3-mock", "max_tokens": 3, "messages": [{"role": "user", "content": "Hi"}]});
+    let (raw, id, created) = whole("/v1/chat/completions", &body);
+    assert_eq!(
+        raw,
+        format!(
+            r#"{{"id":"{id}","choices":[{{"index":0,"message":{{"content":"{}","refusal":null,"role":"assistant"}},"finish_reason":"length","logprobs":null}}],"created":{created},"model":"qwen3-mock","object":"chat.completion","usage":{}}}"#,
+            toks.concat(),
+            usage(&body)
+        )
+    );
+
+    // Completions, streamed.
+    let body = json!({"model": "qwen3-mock", "prompt": "Once upon a time", "max_tokens": 3, "stream": true});
+    let events = sse_events_at(addr, "/v1/completions", "", &body);
+    let (id, created) = id_created(&events[0]);
+    assert!(id.starts_with("cmpl-"), "{id}");
+    let chunk = |choice: String, usage: &str| {
+        format!(
+            r#"{{"id":"{id}","choices":[{choice}],"created":{created},"model":"qwen3-mock","system_fingerprint":null,"object":"text_completion","usage":{usage}}}"#
+        )
+    };
+    let want = vec![
+        chunk(format!(r#"{{"text":"{}","index":0}}"#, toks[0]), "null"),
+        chunk(format!(r#"{{"text":"{}","index":0}}"#, toks[1]), "null"),
+        chunk(format!(r#"{{"text":"{}","index":0}}"#, toks[2]), "null"),
+        chunk(r#"{"text":"","index":0,"finish_reason":"length"}"#.into(), &usage(&body)),
+        "[DONE]".to_owned(),
+    ];
+    assert_eq!(events, want);
+
+    // Completions, whole.
+    let body = json!({"prompt": "Once upon a time", "model": "qwen3-mock", "max_tokens": 3});
+    let (raw, id, created) = whole("/v1/completions", &body);
+    assert_eq!(
+        raw,
+        format!(
+            r#"{{"id":"{id}","choices":[{{"text":"{}","index":0,"finish_reason":"length"}}],"created":{created},"model":"qwen3-mock","system_fingerprint":null,"object":"text_completion","usage":{}}}"#,
+            toks.concat(),
+            usage(&body)
+        )
+    );
+
+    // Validation still applies before anything is forwarded.
+    let r = post(&s, "/v1/completions", &json!({"model": "qwen3-mock", "prompt": ""}));
+    assert_eq!(r.status, 400);
+}
+
+/// A worker that answers every request with `items` (`Annotated.data` values), as a Python
+/// worker yields them; returns its port.
+fn replay_worker(items: Vec<serde_json::Value>) -> u16 {
+    use bytes::BytesMut;
+    use std::io::{Read, Write};
+    use switchyard::plane::*;
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut conn in l.incoming().flatten() {
+            let items = items.clone();
+            std::thread::spawn(move || {
+                let (decoder, mut buf, mut chunk) = (RequestFrameDecoder::default(), BytesMut::new(), [0u8; 4096]);
+                while let Ok(n @ 1..) = conn.read(&mut chunk) {
+                    buf.extend_from_slice(&chunk[..n]);
+                    while let Ok(Decoded::Frame(frame)) = decoder.decode(&mut buf) {
+                        let mut out = Vec::new();
+                        encode_ack(&mut out, &Ack::Accepted);
+                        conn.write_all(&out).unwrap();
+                        let tp = frame.two_part(DEFAULT_MAX_MESSAGE_SIZE).unwrap();
+                        let ctl = RequestControlMessage::from_json(tp.header).unwrap();
+                        let info = ctl.connection_info.tcp_info().unwrap();
+                        let mut s = Vec::new();
+                        let hs = CallHomeHandshake { subject: info.subject, stream_type: StreamType::Response };
+                        encode_handshake(&mut s, &hs).unwrap();
+                        encode_prologue(&mut s, &StreamPrologue { error: None }).unwrap();
+                        for item in &items {
+                            encode_item(&mut s, ctl.payload_codec, &Annotated::from_data(item.clone())).unwrap();
+                        }
+                        encode_complete_final(&mut s, ctl.payload_codec).unwrap();
+                        encode_control(&mut s, ControlMessage::Sentinel);
+                        let mut back = std::net::TcpStream::connect(&info.address).unwrap();
+                        back.write_all(&s).unwrap();
+                        let _ = back.read(&mut chunk); // until the frontend closes
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
+/// The captured answers of 1.6.1 to a Python worker's logprobs (`p_lp`, `p_lp2`), replayed:
+/// same worker frames in, same body out (but for the response id, timestamp and model name).
+#[test]
+fn logprobs_match_the_captured_dynamo_answers() {
+    let s = setup("lpcapture");
+    let v: serde_json::Value = serde_json::from_str(include_str!("data/plane/p_lp_logprobs.json")).unwrap();
+    let id = register_copy(&s, replay_worker(v["items"].as_array().unwrap().clone()), 0x1717);
+    let pinned = |path: &str, body: &serde_json::Value| pinned_post(&s, id, path, body);
+    let (raw, id, created) = pinned("/v1/chat/completions", &v["chat_request"]);
+    let want = v["chat_body"]
+        .as_str()
+        .unwrap()
+        .replace("chatcmpl-aa6af499-d480-44c9-abe8-2ac4a98342f8", &id)
+        .replace("1795295946", &created)
+        .replace(r#""model":"probe""#, r#""model":"qwen3-mock""#);
+    assert_eq!(raw, want);
+
+    let (raw, _, created) = pinned("/v1/completions", &v["completion_request"]);
+    let got: serde_json::Value = serde_json::from_str(&raw).unwrap();
+    assert_eq!(got["choices"][0]["text"], "alpha beta");
+    assert_eq!(got["choices"][0]["logprobs"]["top_logprobs"][1], serde_json::json!({" beta": -0.5, ".": -1.5}));
+    // Same length as 1.6.1's body once the model name and timestamp are accounted for.
+    let want_len = v["completion_body_len"].as_u64().unwrap() as usize + "qwen3-mock".len() - "probe".len();
+    assert_eq!(raw.len(), want_len + created.len() - 10, "{raw}");
+}
+
+/// POST `body` (its model renamed to the served one) pinned to worker `worker`; returns the
+/// 200 body with its `id` and `created`.
+fn pinned_post(s: &Setup, worker: u64, path: &str, body: &serde_json::Value) -> (String, String, String) {
+    let mut body = body.clone();
+    body["model"] = "qwen3-mock".into();
+    let body = body.to_string();
+    let req = format!(
+        "POST {path} HTTP/1.1\r\nContent-Type: application/json\r\nx-dynamo-worker-instance-id: {worker}\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let r = Client::connect(s.server.as_ref().unwrap().addr).roundtrip(req.as_bytes());
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let raw = String::from_utf8(r.body).unwrap();
+    let got: serde_json::Value = serde_json::from_str(&raw).unwrap();
+    (raw, got["id"].as_str().unwrap().to_owned(), got["created"].to_string())
+}
+
+/// The captured answers of 1.6.1 to a Text worker's chunks (`ptext1`, `ptext2`), replayed.
+#[test]
+fn text_chunks_match_the_captured_dynamo_answers() {
+    let cfg = MockConfig { fast: true, model_input: switchyard::worker::MockInput::Text, ..MockConfig::default() };
+    let s = setup_with("textcapture", cfg);
+    let v: serde_json::Value = serde_json::from_str(include_str!("data/plane/ptext_chunks.json")).unwrap();
+    let id = register_copy(&s, replay_worker(v["items"].as_array().unwrap().clone()), 0x2929);
+    let mut body = v["stream_request"].clone();
+    body["model"] = "qwen3-mock".into();
+    let headers = format!("x-dynamo-worker-instance-id: {id}\r\n");
+    let events = sse_events_at(s.server.as_ref().unwrap().addr, "/v1/chat/completions", &headers, &body);
+    assert_eq!(serde_json::json!(events), v["events"]);
+
+    let (raw, _, _) = pinned_post(&s, id, "/v1/chat/completions", &v["whole_request"]);
+    assert_eq!(raw.len(), v["whole_body_len"].as_u64().unwrap() as usize, "{raw}");
+    let got: serde_json::Value = serde_json::from_str(&raw).unwrap();
+    assert_eq!(got["choices"][0]["message"]["content"], "Hi there!");
+    assert_eq!(got["usage"], serde_json::json!({"prompt_tokens": 3, "completion_tokens": 3, "total_tokens": 6}));
 }

@@ -67,7 +67,7 @@ async fn collect(mut s: ResponseStream) -> Result<Collected, TransportError> {
         match ev? {
             StreamEvent::Handshake(hs) => assert_eq!(hs.subject, s.subject()),
             StreamEvent::Prologue(p) => assert_eq!(p.error, None),
-            StreamEvent::Item(i) => out.items.push(i),
+            StreamEvent::Item(i) => out.items.push(i.into_tokens().expect("a Tokens item")),
             StreamEvent::CompleteFinal => out.complete_final = true,
             StreamEvent::Sentinel => sentinel = true,
         }

@@ -34,6 +34,8 @@
 //! | `completions.rs` | the completion request and `prompt` |
 //! | `common.rs` | `stop`, `stream_options`, helpers shared by both |
 //! | `nvext.rs` | Dynamo's `nvext` extension |
+//! | `chunks.rs` | OpenAI chunks of `model_input = Text` workers, relayed and aggregated |
+//! | `logprobs.rs` | output-token log probabilities in chat and completions shapes |
 //! | `validate.rs`, `validate/completion.rs` | semantic checks in Dynamo's order |
 //!
 //! # Cost
@@ -49,9 +51,11 @@ mod shape;
 
 pub mod chat;
 pub mod chat_params;
+pub mod chunks;
 pub mod common;
 pub mod completions;
 pub mod content;
+pub mod logprobs;
 pub mod messages;
 pub mod nvext;
 pub mod response;

@@ -69,15 +69,37 @@ fn usage_json(out: &mut Vec<u8>, u: &Usage, completions: bool) {
     out.push(b'}');
 }
 
+/// A chat choice's `"logprobs"`: the rendered object ([`super::logprobs::chat`]) or `null`.
+fn logprobs_field(out: &mut Vec<u8>, logprobs: Option<&[u8]>) {
+    out.extend_from_slice(b",\"logprobs\":");
+    out.extend_from_slice(logprobs.unwrap_or(b"null"));
+    out.extend_from_slice(b"}]");
+}
+
+/// A completion choice's `"logprobs"` ([`super::logprobs::completion`]), absent when `None`.
+fn completion_logprobs(out: &mut Vec<u8>, logprobs: Option<&[u8]>) {
+    if let Some(l) = logprobs {
+        out.extend_from_slice(b",\"logprobs\":");
+        out.extend_from_slice(l);
+    }
+}
+
 /// A whole chat completion.
-pub fn chat_completion(out: &mut Vec<u8>, meta: &Meta<'_>, content: &str, finish_reason: Option<&str>, usage: &Usage) {
+pub fn chat_completion(
+    out: &mut Vec<u8>,
+    meta: &Meta<'_>,
+    content: &str,
+    finish_reason: Option<&str>,
+    usage: &Usage,
+    logprobs: Option<&[u8]>,
+) {
     out.extend_from_slice(b"{\"id\":");
     string(out, meta.id);
     out.extend_from_slice(b",\"choices\":[{\"index\":0,\"message\":{\"content\":");
     string(out, content);
     out.extend_from_slice(b",\"refusal\":null,\"role\":\"assistant\"},\"finish_reason\":");
     opt_string(out, finish_reason);
-    out.extend_from_slice(b",\"logprobs\":null}]");
+    logprobs_field(out, logprobs);
     tail(out, meta);
     out.extend_from_slice(b",\"object\":\"chat.completion\",\"usage\":");
     usage_json(out, usage, false);
@@ -86,7 +108,14 @@ pub fn chat_completion(out: &mut Vec<u8>, meta: &Meta<'_>, content: &str, finish
 
 /// One SSE event of a streamed chat completion: a text delta (`first` adds the role), or the
 /// finish (empty delta, `finish_reason` set).
-pub fn chat_chunk(out: &mut Vec<u8>, meta: &Meta<'_>, delta: Option<&str>, first: bool, finish_reason: Option<&str>) {
+pub fn chat_chunk(
+    out: &mut Vec<u8>,
+    meta: &Meta<'_>,
+    delta: Option<&str>,
+    first: bool,
+    finish_reason: Option<&str>,
+    logprobs: Option<&[u8]>,
+) {
     out.extend_from_slice(b"data: {\"id\":");
     string(out, meta.id);
     out.extend_from_slice(b",\"choices\":[{\"index\":0,\"delta\":{");
@@ -104,7 +133,7 @@ pub fn chat_chunk(out: &mut Vec<u8>, meta: &Meta<'_>, delta: Option<&str>, first
     }
     out.extend_from_slice(b"},\"finish_reason\":");
     opt_string(out, finish_reason);
-    out.extend_from_slice(b",\"logprobs\":null}]");
+    logprobs_field(out, logprobs);
     tail(out, meta);
     out.extend_from_slice(b",\"object\":\"chat.completion.chunk\"}\n\n");
 }
@@ -121,12 +150,21 @@ pub fn chat_usage_chunk(out: &mut Vec<u8>, meta: &Meta<'_>, usage: &Usage) {
 }
 
 /// A whole text completion.
-pub fn completion(out: &mut Vec<u8>, meta: &Meta<'_>, text: &str, finish_reason: Option<&str>, usage: &Usage) {
+pub fn completion(
+    out: &mut Vec<u8>,
+    meta: &Meta<'_>,
+    text: &str,
+    finish_reason: Option<&str>,
+    usage: &Usage,
+    logprobs: Option<&[u8]>,
+) {
     out.extend_from_slice(b"{\"id\":");
     string(out, meta.id);
     out.extend_from_slice(b",\"choices\":[{\"text\":");
     string(out, text);
-    out.extend_from_slice(b",\"index\":0,\"finish_reason\":");
+    out.extend_from_slice(b",\"index\":0");
+    completion_logprobs(out, logprobs);
+    out.extend_from_slice(b",\"finish_reason\":");
     opt_string(out, finish_reason);
     out.extend_from_slice(b"}]");
     tail(out, meta);
@@ -142,6 +180,7 @@ pub fn completion_chunk(
     text: Option<&str>,
     finish_reason: Option<&str>,
     usage: Option<&Usage>,
+    logprobs: Option<&[u8]>,
 ) {
     out.extend_from_slice(b"data: {\"id\":");
     string(out, meta.id);
@@ -150,6 +189,7 @@ pub fn completion_chunk(
             out.extend_from_slice(b",\"choices\":[{\"text\":");
             string(out, t);
             out.extend_from_slice(b",\"index\":0");
+            completion_logprobs(out, logprobs);
             if let Some(f) = finish_reason {
                 out.extend_from_slice(b",\"finish_reason\":");
                 string(out, f);
@@ -191,7 +231,7 @@ mod tests {
     fn whole_chat_matches_dynamo() {
         let mut out = Vec::new();
         let usage = Usage { prompt_tokens: 9, completion_tokens: 5, cached_tokens: Some(0) };
-        chat_completion(&mut out, &META_CHAT, " indponent requireaturestruct", Some("length"), &usage);
+        chat_completion(&mut out, &META_CHAT, " indponent requireaturestruct", Some("length"), &usage, None);
         assert_eq!(
             String::from_utf8(out).unwrap(),
             r#"{"id":"chatcmpl-3cc46b44-df49-4f1f-91c8-cb96532f7986","choices":[{"index":0,"message":{"content":" indponent requireaturestruct","refusal":null,"role":"assistant"},"finish_reason":"length","logprobs":null}],"created":1795300247,"model":"/work/observe/qwen3","object":"chat.completion","usage":{"prompt_tokens":9,"completion_tokens":5,"total_tokens":14,"prompt_tokens_details":{"cached_tokens":0}}}"#
@@ -206,9 +246,9 @@ mod tests {
             model: "/work/observe/qwen3",
         };
         let mut out = Vec::new();
-        chat_chunk(&mut out, &meta, Some("oot"), true, None);
-        chat_chunk(&mut out, &meta, Some("from"), false, None);
-        chat_chunk(&mut out, &meta, None, false, Some("length"));
+        chat_chunk(&mut out, &meta, Some("oot"), true, None, None);
+        chat_chunk(&mut out, &meta, Some("from"), false, None, None);
+        chat_chunk(&mut out, &meta, None, false, Some("length"), None);
         chat_usage_chunk(&mut out, &meta, &Usage { prompt_tokens: 9, completion_tokens: 3, cached_tokens: Some(0) });
         out.extend_from_slice(DONE);
         let want = concat!(
@@ -232,6 +272,7 @@ mod tests {
             " used specypes que",
             Some("length"),
             &Usage { prompt_tokens: 1, completion_tokens: 4, cached_tokens: Some(0) },
+            None,
         );
         assert_eq!(
             String::from_utf8(out).unwrap(),
@@ -240,8 +281,8 @@ mod tests {
         let meta =
             Meta { id: "cmpl-45b4ecf2-68ff-43cd-ad95-e95e8c7edd07", created: 1795300261, model: "/work/observe/qwen3" };
         let mut out = Vec::new();
-        completion_chunk(&mut out, &meta, Some("ook"), None, None);
-        completion_chunk(&mut out, &meta, Some(""), Some("length"), None);
+        completion_chunk(&mut out, &meta, Some("ook"), None, None, None);
+        completion_chunk(&mut out, &meta, Some(""), Some("length"), None, None);
         let want = concat!(
             "data: {\"id\":\"cmpl-45b4ecf2-68ff-43cd-ad95-e95e8c7edd07\",\"choices\":[{\"text\":\"ook\",\"index\":0}],\"created\":1795300261,\"model\":\"/work/observe/qwen3\",\"system_fingerprint\":null,\"object\":\"text_completion\",\"usage\":null}\n\n",
             "data: {\"id\":\"cmpl-45b4ecf2-68ff-43cd-ad95-e95e8c7edd07\",\"choices\":[{\"text\":\"\",\"index\":0,\"finish_reason\":\"length\"}],\"created\":1795300261,\"model\":\"/work/observe/qwen3\",\"system_fingerprint\":null,\"object\":\"text_completion\",\"usage\":null}\n\n",

@@ -44,8 +44,40 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Item type of a `model_input = Tokens` stream.
 pub type Item = Annotated<LLMEngineOutput>;
+/// Item type of a `model_input = Text` stream: OpenAI chunk objects, kept as JSON.
+pub type JsonItem = Annotated<serde_json::Value>;
+
+/// How a stream's items are decoded, chosen when the subject is registered.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ItemMode {
+    /// [`Item`]s (`LLMEngineOutput`).
+    #[default]
+    Tokens,
+    /// [`JsonItem`]s (whatever the worker sends as `data`).
+    Json,
+}
+
+/// One decoded item, in the mode of its stream. Not boxed: Tokens items are the hot path and
+/// were this size before; a JSON item is only ever smaller.
+#[derive(Clone, Debug, PartialEq)]
+#[allow(clippy::large_enum_variant)]
+pub enum StreamItem {
+    Tokens(Item),
+    Json(JsonItem),
+}
+
+impl StreamItem {
+    /// The Tokens item, `None` for a JSON one.
+    pub fn into_tokens(self) -> Option<Item> {
+        match self {
+            StreamItem::Tokens(i) => Some(i),
+            StreamItem::Json(_) => None,
+        }
+    }
+}
+
 /// One event of a response stream.
-pub type Event = StreamEvent<Item>;
+pub type Event = StreamEvent<StreamItem>;
 
 #[derive(Default)]
 struct SlotState {
@@ -62,6 +94,7 @@ struct SlotState {
 
 struct StreamSlot {
     codec: Codec,
+    mode: ItemMode,
     st: RefCell<SlotState>,
 }
 
@@ -138,7 +171,12 @@ impl CallbackServer {
     /// Expect a call-back for `subject`, answering in `codec`, within `deadline` from now.
     /// Registering a subject twice replaces the first registration.
     pub fn register(&self, subject: &str, codec: Codec, deadline: Duration) -> ResponseStream {
-        let slot = Rc::new(StreamSlot { codec, st: RefCell::new(SlotState::default()) });
+        self.register_as(subject, codec, ItemMode::Tokens, deadline)
+    }
+
+    /// [`CallbackServer::register`] with the items decoded as `mode`.
+    pub fn register_as(&self, subject: &str, codec: Codec, mode: ItemMode, deadline: Duration) -> ResponseStream {
+        let slot = Rc::new(StreamSlot { codec, mode, st: RefCell::new(SlotState::default()) });
         self.inner.subjects.borrow_mut().insert(subject.to_owned(), slot.clone());
         ResponseStream {
             server: self.inner.clone(),
@@ -347,7 +385,11 @@ async fn serve_callback(inner: Rc<Inner>, mut stream: TcpStream) {
     let mut decoder = ResponseStreamDecoder::new(slot.codec, inner.max);
     loop {
         loop {
-            match decoder.decode::<Item>(&mut buf) {
+            let decoded = match slot.mode {
+                ItemMode::Tokens => decoder.decode::<Item>(&mut buf).map(|d| d.map(|e| e.map(StreamItem::Tokens))),
+                ItemMode::Json => decoder.decode::<JsonItem>(&mut buf).map(|d| d.map(|e| e.map(StreamItem::Json))),
+            };
+            match decoded {
                 Ok(Decoded::Frame(StreamEvent::Prologue(p))) if p.error.is_some() => {
                     slot.push(Err(TransportError::Prologue(p.error.unwrap_or_default())), true);
                 }

@@ -33,7 +33,7 @@ use monoio::io::{AsyncReadRent, AsyncWriteRentExt, Splitable};
 use monoio::net::tcp::TcpOwnedReadHalf;
 use monoio::net::TcpStream;
 
-use super::callback::{CallbackServer, ResponseStream};
+use super::callback::{CallbackServer, ItemMode, ResponseStream};
 use super::frame::{encode_request_frame, Ack, AckDecoder};
 use super::payload::{Codec, PreprocessedRequest, RequestControlMessage, StreamType, TcpStreamInfo};
 use super::{Decoded, PlaneError, DEFAULT_MAX_MESSAGE_SIZE};
@@ -383,6 +383,21 @@ async fn run_reader(inner: Rc<Inner>, conn: Rc<Conn>, mut rd: TcpOwnedReadHalf) 
 
 // ---------------------------------------------------------------- generate
 
+/// A request body the plane can send, and how the worker's answer items decode.
+pub trait RequestBody: serde::Serialize {
+    const ITEMS: ItemMode;
+}
+
+/// `model_input = Tokens`: answered with `LLMEngineOutput` items.
+impl RequestBody for PreprocessedRequest {
+    const ITEMS: ItemMode = ItemMode::Tokens;
+}
+
+/// `model_input = Text`: the client's OpenAI request, answered with OpenAI chunk objects.
+impl RequestBody for serde_json::Value {
+    const ITEMS: ItemMode = ItemMode::Json;
+}
+
 /// A shard's request plane: its worker connections and its call-back listener.
 #[derive(Clone)]
 pub struct RequestPlane {
@@ -395,23 +410,23 @@ impl RequestPlane {
         RequestPlane { conns, callbacks }
     }
 
-    /// Send one `PreprocessedRequest` to the worker at `worker` (endpoint `endpoint_path`,
+    /// Send one request body (a `PreprocessedRequest`, or a Text model's OpenAI request) to the worker at `worker` (endpoint `endpoint_path`,
     /// `<instance hex>/<ns>/<component>/<endpoint>`) and return its response stream.
     ///
     /// A fresh subject is registered first; the stream yields
     /// [`TransportError::CallbackTimeout`] if the worker has not connected back within
     /// `callback_deadline` of this call. On error the subject is already gone.
-    pub async fn generate(
+    pub async fn generate<B: RequestBody + ?Sized>(
         &self,
         worker: SocketAddr,
         endpoint_path: &str,
         codec: Codec,
-        request: &PreprocessedRequest,
+        request: &B,
         request_id: &str,
         callback_deadline: Duration,
     ) -> Result<ResponseStream, TransportError> {
         let subject = super::callback::new_subject();
-        let stream = self.callbacks.register(&subject, codec, callback_deadline);
+        let stream = self.callbacks.register_as(&subject, codec, B::ITEMS, callback_deadline);
         let info = TcpStreamInfo {
             address: self.callbacks.addr().to_string(),
             subject,

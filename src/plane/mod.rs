@@ -56,6 +56,14 @@ pub enum Decoded<T> {
 }
 
 impl<T> Decoded<T> {
+    /// The same result with the frame converted by `f`.
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Decoded<U> {
+        match self {
+            Decoded::Frame(t) => Decoded::Frame(f(t)),
+            Decoded::Incomplete { need } => Decoded::Incomplete { need },
+        }
+    }
+
     /// The frame, if complete.
     pub fn frame(self) -> Option<T> {
         match self {

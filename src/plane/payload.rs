@@ -14,6 +14,7 @@
 //! |---|---|---|
 //! | [`RequestControlMessage`] | request payload header | JSON always; `connection_info.info` is a JSON string holding [`TcpStreamInfo`] |
 //! | [`PreprocessedRequest`] | request payload body (`model_input = Tokens`) | codec |
+//! | the client's OpenAI request object | request payload body (`model_input = Text`) | codec |
 //! | [`CallHomeHandshake`] | response stream frame 1 | JSON header |
 //! | [`StreamPrologue`] | response stream frame 2 | JSON header |
 //! | [`ResponseEnvelope`]`<`[`Annotated`]`<`[`LLMEngineOutput`]`>>` | data frames, `complete_final` | codec body |

@@ -40,6 +40,19 @@ pub enum StreamEvent<T> {
     Sentinel,
 }
 
+impl<T> StreamEvent<T> {
+    /// The same event with an item converted by `f`.
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> StreamEvent<U> {
+        match self {
+            StreamEvent::Handshake(h) => StreamEvent::Handshake(h),
+            StreamEvent::Prologue(p) => StreamEvent::Prologue(p),
+            StreamEvent::Item(t) => StreamEvent::Item(f(t)),
+            StreamEvent::CompleteFinal => StreamEvent::CompleteFinal,
+            StreamEvent::Sentinel => StreamEvent::Sentinel,
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum State {
     Handshake,

@@ -17,9 +17,8 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use crate::error::{Error, Kind};
-use crate::plane::callback::{new_subject, Item, ResponseStream};
-use crate::plane::client::TransportError;
-use crate::plane::payload::PreprocessedRequest;
+use crate::plane::callback::{new_subject, ResponseStream, StreamItem};
+use crate::plane::client::{RequestBody, TransportError};
 use crate::plane::stream::StreamEvent;
 use crate::registry::{Serving, Worker};
 use crate::router::InFlight;
@@ -33,7 +32,7 @@ pub const CALLBACK_DEADLINE: Duration = Duration::from_secs(30);
 pub const MAX_ATTEMPTS: usize = 3;
 
 /// One event of a worker's response stream.
-pub type Event = Option<Result<StreamEvent<Item>, TransportError>>;
+pub type Event = Option<Result<StreamEvent<StreamItem>, TransportError>>;
 
 /// A request a worker has started answering.
 pub struct Started {
@@ -70,12 +69,12 @@ fn on_failure(ctx: &ShardCtx, worker: &Worker, e: &TransportError, from_stream: 
 }
 
 /// Send `wire` to a worker of `serving` and wait for its first item.
-pub async fn dispatch(
+pub async fn dispatch<B: RequestBody>(
     ctx: &Rc<ShardCtx>,
     model: &str,
     serving: &Serving,
     pinned: Option<u64>,
-    wire: &PreprocessedRequest,
+    wire: &B,
 ) -> Result<Started, Error> {
     let mut tried: smallvec::SmallVec<[u64; MAX_ATTEMPTS]> = smallvec::SmallVec::new();
     let mut last: Option<TransportError> = None;

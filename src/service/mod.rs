@@ -14,7 +14,9 @@
 
 mod dispatch;
 pub mod inference;
+mod logprobs;
 pub mod ops;
+mod passthrough;
 pub mod pipeline;
 pub mod routes;
 mod tracker;

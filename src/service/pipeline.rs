@@ -2,6 +2,7 @@
 //!
 //! 1. **parse** — deserialize and validate (400), in [`crate::openai`];
 //! 2. **resolve** — the model in the shard's Registry snapshot (404), its workers (503);
+//!    a `model_input = Text` model leaves here for [`super::passthrough`];
 //! 3. **preprocess** — chat template + tokenization with this shard's own tokenizer
 //!    ([`crate::tokenize::preprocess`]), then the `PreprocessedRequest` of the wire;
 //! 4. **route** — the `--router-mode` choice among the model's usable workers
@@ -25,18 +26,21 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 
 use super::dispatch::{dispatch, Started};
+use super::logprobs::Logprobs;
+use super::passthrough;
 use super::tracker::{count_rejected, Tracker};
 use crate::error::{Error, Kind};
 use crate::http1::{Request, Response};
 use crate::metrics::Outcome;
 use crate::openai::response::{self as body, Meta, Usage};
 use crate::openai::{self, completions::Prompt};
+use crate::plane::callback::StreamItem;
 use crate::plane::payload::{
     FinishReason as WireFinish, OutputOptions, PreprocessedRequest, RoutingHints, SamplingOptions,
     StopConditions as WireStop,
 };
 use crate::plane::stream::StreamEvent;
-use crate::registry::Serving;
+use crate::registry::{Serving, TokensModel};
 use crate::shard::{local, ShardCtx};
 use crate::tokenize::offload;
 use crate::tokenize::preprocess::{chat_prompt, PreprocessOptions};
@@ -50,16 +54,16 @@ pub enum Api {
     Completions,
 }
 
-/// This shard's tokenizer of a model, kept alive by the `Serving` it belongs to.
+/// This shard's tokenizer of a model.
 struct ShardTokenizer {
-    serving: Arc<Serving>,
+    tokenizers: Arc<Vec<Tokenizer>>,
     shard: usize,
 }
 
 impl Deref for ShardTokenizer {
     type Target = Tokenizer;
     fn deref(&self) -> &Tokenizer {
-        &self.serving.tokenizers[self.shard]
+        &self.tokenizers[self.shard]
     }
 }
 
@@ -78,11 +82,14 @@ struct Plan {
     prompt: Option<PromptInput>,
     model: String,
     serving: Arc<Serving>,
+    tokens: TokensModel,
     wire: PreprocessedRequest,
     stop: StopConditions,
     skip_special_tokens: bool,
     stream: bool,
     include_usage: bool,
+    /// The client asked for output logprobs.
+    logprobs: bool,
     /// The worker the request names (header or `nvext.backend_instance_id`).
     pinned: Option<u64>,
 }
@@ -105,7 +112,8 @@ fn pinned_worker(req: &Request, nvext: Option<u64>) -> Result<Option<u64>, Error
 /// Run one inference request through every stage.
 pub async fn run(ctx: &Rc<ShardCtx>, api: Api, req: &Request) -> Result<Response, Error> {
     let mut plan = match prepare(ctx, api, req) {
-        Ok(plan) => plan,
+        Ok(Prepared::Tokens(plan)) => plan,
+        Ok(Prepared::Text(plan)) => return passthrough::run(ctx, plan, req).await,
         Err(e) => {
             count_rejected(ctx, api, req, &e);
             return Err(e);
@@ -124,10 +132,10 @@ pub async fn run(ctx: &Rc<ShardCtx>, api: Api, req: &Request) -> Result<Response
         None => (String::new(), false),
     };
     if !text.is_empty() || plan.wire.token_ids.is_empty() {
-        let serving = plan.serving.clone();
+        let tm = plan.tokens.clone();
         let t0 = Instant::now();
         plan.wire.token_ids =
-            match offload::encode(&serving.tokenizers[ctx.id], || ctx.offload(&serving.files), text, special).await {
+            match offload::encode(&tm.tokenizers[ctx.id], || ctx.offload(&tm.files), text, special).await {
                 Ok(ids) => {
                     track.tokenized(t0.elapsed());
                     ids
@@ -173,6 +181,7 @@ struct Common {
     include_stop_str: bool,
     stream: bool,
     include_usage: bool,
+    logprobs: Option<u32>,
     sampling: SamplingOptions,
     nvext_worker: Option<u64>,
 }
@@ -190,6 +199,7 @@ macro_rules! common {
             include_stop_str: $r.include_stop_str_in_output(),
             stream: $r.is_streaming(),
             include_usage: $r.include_usage(),
+            logprobs: $r.output_logprobs(),
             nvext_worker: $r.nvext.as_ref().and_then(|n| n.backend_instance_id),
             sampling: SamplingOptions {
                 temperature: $r.temperature,
@@ -215,7 +225,15 @@ enum Source<'a> {
     Ready(PromptInput),
 }
 
-fn prepare(ctx: &ShardCtx, api: Api, req: &Request) -> Result<Plan, Error> {
+/// A resolved request: Tokens models go through every stage, Text models are forwarded.
+/// (Moved once, so the size difference does not matter; no box on the Tokens path.)
+#[allow(clippy::large_enum_variant)]
+enum Prepared {
+    Tokens(Plan),
+    Text(passthrough::Plan),
+}
+
+fn prepare(ctx: &ShardCtx, api: Api, req: &Request) -> Result<Prepared, Error> {
     // Stage 1: parse.
     match api {
         Api::Chat => {
@@ -253,7 +271,7 @@ fn resolve(registry: &crate::registry::Registry, model: &str) -> Result<Arc<Serv
     Ok(serving.clone())
 }
 
-fn finish_plan(ctx: &ShardCtx, api: Api, c: Common, source: Source<'_>, req: &Request) -> Result<Plan, Error> {
+fn finish_plan(ctx: &ShardCtx, api: Api, c: Common, source: Source<'_>, req: &Request) -> Result<Prepared, Error> {
     let body = &req.body[..];
     let Common {
         model,
@@ -266,12 +284,17 @@ fn finish_plan(ctx: &ShardCtx, api: Api, c: Common, source: Source<'_>, req: &Re
         include_stop_str: incl,
         stream,
         include_usage: usage,
+        logprobs,
         sampling,
         nvext_worker,
     } = c;
     // Stage 2: resolve.
     let registry = ctx.registry();
     let serving = resolve(&registry, &model)?;
+    let pinned = pinned_worker(req, nvext_worker)?;
+    let Some(tokens) = serving.tokens.clone() else {
+        return Ok(Prepared::Text(passthrough::Plan { api, model, serving, stream, pinned }));
+    };
     // Stage 3: preprocess (the chat template here; tokenization, which may be long, in `run`).
     let prompt = match source {
         Source::Ready(p) => p,
@@ -279,10 +302,10 @@ fn finish_plan(ctx: &ShardCtx, api: Api, c: Common, source: Source<'_>, req: &Re
             let opts = PreprocessOptions {
                 exclude_tools_when_tool_choice_none: ctx.shared.config.exclude_tools_when_tool_choice_none,
             };
-            PromptInput::Chat(chat_prompt(chat, body, &serving.files, opts, None)?)
+            PromptInput::Chat(chat_prompt(chat, body, &tokens.files, opts, None)?)
         }
     };
-    let eos = serving.files.eos_token_ids.clone();
+    let eos = tokens.files.eos_token_ids.clone();
     let wire = PreprocessedRequest {
         model: model.clone(),
         token_ids: Vec::new(),
@@ -296,7 +319,7 @@ fn finish_plan(ctx: &ShardCtx, api: Api, c: Common, source: Source<'_>, req: &Re
             ..Default::default()
         },
         sampling_options: sampling,
-        output_options: OutputOptions { skip_special_tokens: Some(skip), ..Default::default() },
+        output_options: OutputOptions { logprobs, skip_special_tokens: Some(skip), ..Default::default() },
         eos_token_ids: eos.clone(),
         mdc_sum: serving.mdc_sum.clone(),
         annotations: Vec::new(),
@@ -312,18 +335,20 @@ fn finish_plan(ctx: &ShardCtx, api: Api, c: Common, source: Source<'_>, req: &Re
         max_tokens,
         include_stop_str_in_output: incl,
     };
-    Ok(Plan {
+    Ok(Prepared::Tokens(Plan {
         api,
         prompt: Some(prompt),
         model,
         serving,
+        tokens,
         wire,
         stop,
         skip_special_tokens: skip,
         stream,
         include_usage: usage,
-        pinned: pinned_worker(req, nvext_worker)?,
-    })
+        logprobs: logprobs.is_some(),
+        pinned,
+    }))
 }
 
 fn worker_finish(r: &WireFinish) -> Result<WorkerFinish, Error> {
@@ -353,13 +378,17 @@ struct Answer {
     prompt_tokens: u32,
     cached_tokens: Option<u32>,
     track: Tracker,
+    /// Output logprobs and the tokenizer naming their tokens, when the client asked.
+    logprobs: Option<(Logprobs, ShardTokenizer)>,
 }
 
 impl Answer {
     fn new(plan: &Plan, shard: usize, track: Tracker) -> Answer {
-        let tok = ShardTokenizer { serving: plan.serving.clone(), shard };
+        let tok = || ShardTokenizer { tokenizers: plan.tokens.tokenizers.clone(), shard };
+        let logprobs = plan.logprobs.then(|| (Logprobs::default(), tok()));
         Answer {
-            post: PostProcessor::new(tok, plan.skip_special_tokens, plan.stop.clone()),
+            logprobs,
+            post: PostProcessor::new(tok(), plan.skip_special_tokens, plan.stop.clone()),
             prompt_tokens: plan.wire.token_ids.len() as u32,
             cached_tokens: None,
             track,
@@ -367,17 +396,14 @@ impl Answer {
     }
 
     /// Feed the next event of the worker's stream.
-    fn on_event(
-        &mut self,
-        event: Option<Result<StreamEvent<crate::plane::callback::Item>, crate::plane::client::TransportError>>,
-    ) -> Result<Option<Progress>, Error> {
+    fn on_event(&mut self, event: super::dispatch::Event) -> Result<Option<Progress>, Error> {
         match event {
             None | Some(Ok(StreamEvent::CompleteFinal)) | Some(Ok(StreamEvent::Sentinel)) => {
                 let step = self.post.on_worker_finish(WorkerFinish::Stop).map_err(internal)?;
                 let reason = step.finished.as_ref().and_then(|f| f.openai());
                 Ok(Some(Progress::Done(step.text.to_string(), reason.or(Some("stop")))))
             }
-            Some(Ok(StreamEvent::Item(annotated))) => {
+            Some(Ok(StreamEvent::Item(StreamItem::Tokens(annotated)))) => {
                 if let Some(err) = annotated.error {
                     return Err(Error::new(Kind::Internal, "Internal server error")
                         .with_cause(std::io::Error::other(format!("{err:?}"))));
@@ -391,6 +417,9 @@ impl Answer {
                 }
                 let arrived = Instant::now();
                 self.track.tokens(arrived, out.token_ids.len(), self.prompt_tokens);
+                if let Some((lp, tok)) = &mut self.logprobs {
+                    lp.add(&out, tok);
+                }
                 let mut text = String::new();
                 let step = self.post.on_tokens(&out.token_ids).map_err(internal)?;
                 text.push_str(step.text);
@@ -406,16 +435,25 @@ impl Answer {
                 }
                 Ok(Some(Progress::Text(text)))
             }
+            Some(Ok(StreamEvent::Item(StreamItem::Json(_)))) => {
+                Err(internal("a Tokens worker sent a JSON item".into()))
+            }
             Some(Ok(_)) => Ok(None),
             Some(Err(e)) => Err(e.into()),
         }
+    }
+
+    /// The logprobs received since the last call, rendered for `api`.
+    fn take_logprobs(&mut self, api: Api) -> Option<Vec<u8>> {
+        self.logprobs.as_mut().and_then(|(lp, _)| lp.take(api))
     }
 
     fn usage(&self) -> Usage {
         Usage {
             prompt_tokens: self.prompt_tokens,
             completion_tokens: self.post.completion_tokens(),
-            cached_tokens: self.cached_tokens.or(Some(0)),
+            // Absent unless the worker reported it (captures `p_lp`, `p_lp2`: no details).
+            cached_tokens: self.cached_tokens,
         }
     }
 }
@@ -455,10 +493,11 @@ async fn whole_answer(
     let usage = answer.usage();
     answer.track.finish(Outcome::Success, Some(&usage));
     let meta = Meta { id: &id, created, model: &plan.model };
-    let mut out = Vec::with_capacity(text.len() + 256);
+    let lp = answer.take_logprobs(plan.api);
+    let mut out = Vec::with_capacity(text.len() + 256 + lp.as_ref().map_or(0, Vec::len));
     match plan.api {
-        Api::Chat => body::chat_completion(&mut out, &meta, &text, reason, &usage),
-        Api::Completions => body::completion(&mut out, &meta, &text, reason, &usage),
+        Api::Chat => body::chat_completion(&mut out, &meta, &text, reason, &usage, lp.as_deref()),
+        Api::Completions => body::completion(&mut out, &meta, &text, reason, &usage, lp.as_deref()),
     }
     Ok(Response::json(200, out))
 }
@@ -493,19 +532,23 @@ async fn stream_answer(
             Ok(None) => continue,
             Ok(Some(Progress::Text(t))) => {
                 if !t.is_empty() {
-                    chunk(&mut out, plan.api, &meta, Some(&t), first, None);
+                    let lp = answer.take_logprobs(plan.api);
+                    chunk(&mut out, plan.api, &meta, Some(&t), first, lp.as_deref());
                     first = false;
                 }
                 false
             }
             Ok(Some(Progress::Done(t, reason))) => {
                 if !t.is_empty() {
-                    chunk(&mut out, plan.api, &meta, Some(&t), first, None);
+                    let lp = answer.take_logprobs(plan.api);
+                    chunk(&mut out, plan.api, &meta, Some(&t), first, lp.as_deref());
                     first = false;
                 }
+                // Logprobs of tokens that produced no text (held back, hidden stop token).
+                let lp = answer.take_logprobs(plan.api);
                 match plan.api {
-                    Api::Chat => body::chat_chunk(&mut out, &meta, None, first, reason),
-                    Api::Completions => body::completion_chunk(&mut out, &meta, Some(""), reason, None),
+                    Api::Chat => body::chat_chunk(&mut out, &meta, None, first, reason, lp.as_deref()),
+                    Api::Completions => body::completion_chunk(&mut out, &meta, Some(""), reason, None, lp.as_deref()),
                 }
                 let usage = answer.usage();
                 // Counted before the last bytes go out, so a scrape after `[DONE]` sees it.
@@ -513,7 +556,7 @@ async fn stream_answer(
                 if plan.include_usage {
                     match plan.api {
                         Api::Chat => body::chat_usage_chunk(&mut out, &meta, &usage),
-                        Api::Completions => body::completion_chunk(&mut out, &meta, None, None, Some(&usage)),
+                        Api::Completions => body::completion_chunk(&mut out, &meta, None, None, Some(&usage), None),
                     }
                 }
                 out.extend_from_slice(body::DONE);
@@ -530,9 +573,10 @@ async fn stream_answer(
     }
 }
 
-fn chunk(out: &mut Vec<u8>, api: Api, meta: &Meta<'_>, text: Option<&str>, first: bool, reason: Option<&str>) {
+/// A text chunk, with the logprobs of its tokens when asked for.
+fn chunk(out: &mut Vec<u8>, api: Api, meta: &Meta<'_>, text: Option<&str>, first: bool, logprobs: Option<&[u8]>) {
     match api {
-        Api::Chat => body::chat_chunk(out, meta, text, first, reason),
-        Api::Completions => body::completion_chunk(out, meta, text, reason, None),
+        Api::Chat => body::chat_chunk(out, meta, text, first, None, logprobs),
+        Api::Completions => body::completion_chunk(out, meta, text, None, None, logprobs),
     }
 }

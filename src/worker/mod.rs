@@ -33,12 +33,17 @@
 //!   sentinel, and closes. `"stop"`: the stream ends early but normally, with
 //!   `finish_reason: "cancelled"`, `complete_final` and sentinel. A frontend that closes the
 //!   call-back socket is treated like `"kill"`.
+//! * `output_options.logprobs: n`: each token item also carries `log_probs: [-(i+1)/8]` (the
+//!   `i`-th output token) and `top_logprobs` with `n` alternatives: the token itself, then ids
+//!   13, 14, … each one nat less likely, `token: null` (as Python workers send them).
 //!
 //! `model_input = Text`: the body is the client's OpenAI request (`max_tokens` or
 //! `max_completion_tokens` caps the length); items are `chat.completion.chunk` objects (as in
 //! `captures/ptext1.decoded.txt`) with one `" tok<id>"` word per token, the first carrying
-//! `role: "assistant"`, and a last chunk with an empty delta and the finish reason
-//! (`"stop"` / `"length"`).
+//! `role: "assistant"`, and a last chunk with an empty delta, the finish reason
+//! (`"stop"` / `"length"`) and `usage` (as in `ptext1`; `prompt_tokens` is the length of the
+//! request object re-encoded as compact JSON, so tests can see what arrived). A request with
+//! `prompt` instead of `messages` gets `text_completion` chunks (`text`, no delta).
 //!
 //! # Acks
 //!

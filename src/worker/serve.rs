@@ -15,7 +15,7 @@ use crate::plane::{
     encode_ack, encode_complete_final, encode_control, encode_handshake, encode_item, encode_prologue, Ack, Annotated,
     CallHomeHandshake, Codec, CompletionUsage, ControlMessage, Decoded, FinishReason, LLMEngineOutput,
     PreprocessedRequest, PromptTokensDetails, RequestControlMessage, RequestFrame, RequestFrameDecoder, StreamPrologue,
-    StreamType, TcpStreamInfo, TwoPartDecoder, TwoPartKind, DEFAULT_MAX_MESSAGE_SIZE,
+    StreamType, TcpStreamInfo, TopLogprob, TwoPartDecoder, TwoPartKind, DEFAULT_MAX_MESSAGE_SIZE,
 };
 
 /// How long a finished stream waits for the frontend's FIN (Dynamo: ≤ 10 s).
@@ -118,6 +118,10 @@ struct Job {
     finish: FinishReason,
     /// `Some(model)` for `model_input = Text` (OpenAI chunks), `None` for Tokens.
     text_model: Option<String>,
+    /// A Text request with a `prompt` (no `messages`): `text_completion` chunks.
+    text_completion: bool,
+    /// `output_options.logprobs` of a Tokens request: emit [`mock_logprobs`] per token.
+    logprobs: Option<u32>,
 }
 
 /// Decodes the payload and spawns the stream thread. Errors are payloads that do not decode.
@@ -130,7 +134,7 @@ fn start_request(shared: &Arc<Shared>, frame: &RequestFrame) -> Result<(), Strin
     let info = ctrl.connection_info.tcp_info().map_err(|e| e.to_string())?;
     let codec = ctrl.payload_codec;
     let cfg = &shared.cfg;
-    let job = match cfg.model_input {
+    let (prompt_tokens, tokens, finish, text_model, text_completion, logprobs) = match cfg.model_input {
         MockInput::Tokens => {
             let req: PreprocessedRequest = codec.decode(tp.body).map_err(|e| e.to_string())?;
             let sc = &req.stop_conditions;
@@ -142,7 +146,7 @@ fn start_request(shared: &Arc<Shared>, frame: &RequestFrame) -> Result<(), Strin
                 sc.ignore_eos.unwrap_or(false),
             );
             let prompt_tokens = u32::try_from(req.token_ids.len()).unwrap_or(u32::MAX);
-            Job { info, codec, request_id: ctrl.id, prompt_tokens, tokens, finish, text_model: None }
+            (prompt_tokens, tokens, finish, None, false, req.output_options.logprobs)
         }
         MockInput::Text => {
             let req: Value = codec.decode(tp.body).map_err(|e| e.to_string())?;
@@ -153,12 +157,19 @@ fn start_request(shared: &Arc<Shared>, frame: &RequestFrame) -> Result<(), Strin
                 .map(|m| u32::try_from(m).unwrap_or(u32::MAX));
             let seed = req.get("seed").and_then(Value::as_i64);
             let model = req.get("model").and_then(Value::as_str).unwrap_or(&cfg.model_name).to_string();
+            let text_completion = req.get("messages").is_none();
             let prompt = serde_json::to_vec(&req.get("messages").or_else(|| req.get("prompt"))).unwrap_or_default();
             let prompt: Vec<u32> = prompt.iter().map(|&b| u32::from(b)).collect();
             let (tokens, finish) = plan_tokens(cfg, &prompt, seed, max, false);
-            Job { info, codec, request_id: ctrl.id, prompt_tokens: 0, tokens, finish, text_model: Some(model) }
+            // Text workers count their own prompt: here one per byte of the request object as
+            // received, in compact JSON (so a test can see what arrived).
+            let received = serde_json::to_vec(&req).map_or(0, |b| b.len());
+            let prompt_tokens = u32::try_from(received).unwrap_or(u32::MAX);
+            (prompt_tokens, tokens, finish, Some(model), text_completion, None)
         }
     };
+    let request_id = ctrl.id;
+    let job = Job { info, codec, request_id, prompt_tokens, tokens, finish, text_model, text_completion, logprobs };
     let s = Arc::clone(shared);
     s.active_streams.fetch_add(1, Ordering::SeqCst);
     let spawned = std::thread::Builder::new().name("mock-worker-stream".into()).spawn(move || {
@@ -396,15 +407,16 @@ fn write_stream(shared: &Shared, job: &Job, mut conn: &TcpStream, flags: &Flags)
         match &job.text_model {
             None => {
                 let usage = (i == 0).then(|| usage(job.prompt_tokens, 1));
-                let item = LLMEngineOutput { token_ids: vec![tok], completion_usage: usage, ..Default::default() };
+                let mut item = LLMEngineOutput { token_ids: vec![tok], completion_usage: usage, ..Default::default() };
+                if let Some(n) = job.logprobs {
+                    let (lp, top) = mock_logprobs(i, tok, n);
+                    item.log_probs = Some(vec![lp]);
+                    item.top_logprobs = Some(vec![top]);
+                }
                 encode_item(&mut out, job.codec, &Annotated::from_data(item)).map_err(encode_err)?;
             }
             Some(model) => {
-                let mut delta = json!({"content": format!(" tok{tok}")});
-                if i == 0 {
-                    delta = json!({"role": "assistant", "content": format!(" tok{tok}")});
-                }
-                let chunk = text_chunk(job, model, created, delta, Value::Null);
+                let chunk = text_chunk(job, model, created, i, Some(format!(" tok{tok}")), Value::Null);
                 encode_item(&mut out, job.codec, &Annotated::from_data(chunk)).map_err(encode_err)?;
             }
         }
@@ -443,7 +455,8 @@ fn write_stream(shared: &Shared, job: &Job, mut conn: &TcpStream, flags: &Flags)
                 FinishReason::Length => "length",
                 _ => "stop",
             };
-            let chunk = text_chunk(job, model, created, json!({}), json!(reason));
+            let mut chunk = text_chunk(job, model, created, emitted, None, json!(reason));
+            chunk["usage"] = serde_json::to_value(usage(job.prompt_tokens, n)).unwrap_or_default();
             encode_item(&mut out, job.codec, &Annotated::from_data(chunk)).map_err(encode_err)?;
         }
     }
@@ -451,6 +464,20 @@ fn write_stream(shared: &Shared, job: &Job, mut conn: &TcpStream, flags: &Flags)
     encode_control(&mut out, ControlMessage::Sentinel);
     conn.write_all(&out)?;
     Ok(if stopped { End::Stopped } else { End::Normal })
+}
+
+/// The deterministic logprobs of the `i`-th output token `tok` with `n` alternatives:
+/// `-(i+1)/8` for the token itself (rank 1), then ids 13, 14, … one nat less likely each.
+/// Token texts are left to the frontend (`token: null`, as Python workers send them).
+pub(crate) fn mock_logprobs(i: usize, tok: u32, n: u32) -> (f64, Vec<TopLogprob>) {
+    let lp = -((i % 64) as f64 + 1.0) / 8.0;
+    let top = (0..n)
+        .map(|r| {
+            let token_id = if r == 0 { tok } else { 12 + r };
+            TopLogprob { rank: r + 1, token_id, token: None, logprob: lp - f64::from(r), bytes: None }
+        })
+        .collect();
+    (lp, top)
 }
 
 fn usage(prompt: u32, completion: u32) -> CompletionUsage {
@@ -463,7 +490,23 @@ fn usage(prompt: u32, completion: u32) -> CompletionUsage {
     }
 }
 
-fn text_chunk(job: &Job, model: &str, created: u64, delta: Value, finish: Value) -> Value {
+/// The OpenAI chunk of a Text model: the `i`-th piece of `content` (none on the finish
+/// chunk), `chat.completion.chunk` (the first delta with the role) or `text_completion`.
+fn text_chunk(job: &Job, model: &str, created: u64, i: usize, content: Option<String>, finish: Value) -> Value {
+    if job.text_completion {
+        return json!({
+            "id": format!("cmpl-{}", job.request_id),
+            "object": "text_completion",
+            "created": created,
+            "model": model,
+            "choices": [{"text": content.unwrap_or_default(), "index": 0, "finish_reason": finish}],
+        });
+    }
+    let delta = match content {
+        Some(c) if i == 0 => json!({"role": "assistant", "content": c}),
+        Some(c) => json!({"content": c}),
+        None => json!({}),
+    };
     json!({
         "id": format!("chatcmpl-{}", job.request_id),
         "object": "chat.completion.chunk",

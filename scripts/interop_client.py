@@ -119,6 +119,8 @@ def one_request(c, model, t0, results, i):
         outcome = ("status", e.status_code)
     except openai.APIConnectionError as e:
         outcome = ("connection error: " + str(e.__cause__ or e), None)
+    except Exception as e:  # noqa: BLE001 - reported as a failed request
+        outcome = (f"{type(e).__name__}: {e}", None)
     results[i] = (sent, time.monotonic() - t0, *outcome)
 
 

@@ -17,6 +17,7 @@
 #
 # Usage: bash scripts/interop.sh      (installs Dynamo into a venv and fetches model files first)
 # Env:   VENV (default ~/.cache/switchyard-dynamo-venv), DISCOVERY (default file),
+#        SWITCHYARD_BIN (a switchyard binary already built; default: build the release one),
 #        INTEROP_STRICT_FAILOVER=1 (no failed request at all after the SIGKILL).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,7 +25,7 @@ cd "$(dirname "$0")/.."
 if [ "${1:-}" != "--inside" ]; then
   bash scripts/install-dynamo.sh >/dev/null
   bash scripts/fetch-models.sh qwen3 >/dev/null
-  cargo build --release --quiet
+  [ -n "${SWITCHYARD_BIN:-}" ] || cargo build --release --quiet
   exec unshare -n bash "$0" --inside
 fi
 
@@ -32,7 +33,7 @@ ip link set lo up
 VENV=${VENV:-${HOME:-/root}/.cache/switchyard-dynamo-venv}
 PY="$VENV/bin/python"
 CLIENT=(env PYTHONUNBUFFERED=1 "$PY" scripts/interop_client.py)
-BIN=${CARGO_TARGET_DIR:-target}/release/switchyard
+BIN=${SWITCHYARD_BIN:-${CARGO_TARGET_DIR:-target}/release/switchyard}
 MODEL_DIR=${SWITCHYARD_MODELS:-$HOME/.cache/switchyard-models}/qwen3
 DISCOVERY=${DISCOVERY:-file}
 export DYN_TCP_RPC_HOST=127.0.0.1 DYN_TCP_RESPONSE_STREAM_HOST=127.0.0.1 DYN_EVENT_PLANE_HOST=127.0.0.1

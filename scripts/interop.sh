@@ -46,7 +46,7 @@ MAIN_PID=$BASHPID
 cleanup() {
   [ "$BASHPID" = "$MAIN_PID" ] || return 0  # not in subshells
   for name in "${!PID[@]}"; do kill "${PID[$name]}" 2>/dev/null || true; done
-  for name in "${!PID[@]}"; do wait "${PID[$name]}" 2>/dev/null || true; done
+  for name in "${!PID[@]}"; do reap "$name" 5; done
   rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -69,11 +69,20 @@ start() { # name command...: run in the background, output to $WORK/<name>.log
   PID[$name]=$!
 }
 
-stop() { # name: SIGTERM, then wait for the exit
-  local name=$1
-  kill "${PID[$name]}" 2>/dev/null || true
-  wait "${PID[$name]}" 2>/dev/null || true
+reap() { # name seconds: wait that long for the exit, then SIGKILL
+  local name=$1 pid=${PID[$1]}
+  for _ in $(seq 1 $(($2 * 10))); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$pid" 2>/dev/null; then
+    echo "note: $name (pid $pid) still running after $2 s, SIGKILL" >&2
+    kill -KILL "$pid" 2>/dev/null || true
+  fi
+  wait "$pid" 2>/dev/null || true
   unset "PID[$name]"
+}
+
+stop() { # name: SIGTERM, then the exit within 10 s
+  kill "${PID[$1]}" 2>/dev/null || true
+  reap "$1" 10
 }
 
 alive() { # name
@@ -102,7 +111,7 @@ discovery_fresh() { # case-name
 # --- waits ------------------------------------------------------------------------------
 models_json() { curl -s -m 2 "http://127.0.0.1:$1/v1/models" || true; }
 
-wait_model() { # port model who [count-file-glob]: until /v1/models lists the model
+wait_model() { # port model who: until /v1/models lists the model
   local port=$1 model=$2 who=$3
   for _ in $(seq 1 120); do
     if models_json "$port" | grep -q "\"id\":\"$model\""; then return 0; fi
@@ -165,8 +174,7 @@ case_a_kill() { # A-kill: SIGKILL one mocker under a steady request stream
   [ "${INTEROP_STRICT_FAILOVER:-0}" = 1 ] && strict=(--strict)
   client "A-kill: requests after SIGKILL of a mocker" failover --base-url "http://127.0.0.1:$A_PORT/v1" \
     --model $A_MODEL --kill-pid "${PID[mocker-1]}" --duration 16 --interval 0.2 --timeout 10 --window 13 "${strict[@]}"
-  wait "${PID[mocker-1]}" 2>/dev/null || true
-  unset "PID[mocker-1]"
+  reap mocker-1 5
   alive switchyard
   PASSED=$((PASSED + 1))
 }
@@ -175,8 +183,7 @@ case_a_term() { # A-term: SIGTERM the last mocker; the model goes away
   echo "A-term ($DISCOVERY): SIGTERM mocker-2, the model leaves within 3 s"
   client "A-term: model removal after SIGTERM of the last mocker" gone --base-url "http://127.0.0.1:$A_PORT/v1" \
     --model $A_MODEL --term-pid "${PID[mocker-2]}" --within 3
-  wait "${PID[mocker-2]}" 2>/dev/null || true
-  unset "PID[mocker-2]"
+  reap mocker-2 10
   alive switchyard
   stop switchyard
   PASSED=$((PASSED + 1))

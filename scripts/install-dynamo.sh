@@ -15,6 +15,8 @@
 #    newest certifi is installed instead; pip prints a harmless conflict warning.
 #  * Nothing else was needed: `python -m dynamo.frontend --help` and
 #    `python -m dynamo.mocker --help` work with exactly the pins below.
+#  * The OpenAI Python SDK (openai 3.54.0, + jiter, sniffio; its other dependencies are
+#    already among the pins) drives the interop test (scripts/interop_client.py).
 set -euo pipefail
 VENV=${VENV:-${HOME:-/root}/.cache/switchyard-dynamo-venv}
 PY=${PYTHON:-python3}
@@ -43,6 +45,9 @@ PIP="$VENV/bin/pip"
   tzdata==2026.6 urllib3==2.8.0 uvloop==0.23.0 websocket-client==1.9.2 yarl==1.25.1 \
   zstandard==0.25.0
 
+# The client the interop test speaks through.
+"$PIP" install openai==3.54.0 jiter==0.19.0 sniffio==1.3.1
+
 # nc, for raw-HTTP checks in scripts.
 if ! command -v nc >/dev/null 2>&1; then
   apt-get update -qq && apt-get install -y -qq netcat-openbsd
@@ -50,4 +55,5 @@ fi
 
 "$VENV/bin/python" -m dynamo.frontend --help >/dev/null
 "$VENV/bin/python" -m dynamo.mocker --help >/dev/null
-echo "dynamo 1.6.1 OK in $VENV"
+"$VENV/bin/python" -c 'import openai; assert openai.__version__ == "3.54.0", openai.__version__'
+echo "dynamo 1.6.1 + openai 3.54.0 OK in $VENV"

@@ -1,90 +1,213 @@
 #!/usr/bin/env bash
-# Interop with the real Dynamo 1.6.1, both ways, with file discovery and the TCP request plane:
-#   A. switchyard in front of a real `python -m dynamo.mocker` worker;
-#   B. the real `python -m dynamo.frontend` in front of switchyard's in-tree mock worker.
-# Each side is driven with chat (whole and streamed) and completions requests and the
-# answers are checked (status, shapes, usage). Everything runs in a loopback-only network
-# namespace (Dynamo's event publishers bind 0.0.0.0), so this needs root (unshare -n).
+# Interop with the real Dynamo 1.6.1 from PyPI, both ways, over the TCP request plane, driven
+# by the OpenAI Python SDK (scripts/interop_client.py):
+#   A.       switchyard in front of two real `python -m dynamo.mocker` workers of one model:
+#            chat and completions, whole and streamed (exact usage, finish_reason), and both
+#            workers got requests (the request ids in their logs);
+#   A-kill.  SIGKILL one mocker, a request every 200 ms for 16 s: none hangs, every request
+#            sent more than 13 s after the kill (record TTL 10 s + sweep) succeeds; the
+#            failures before that are counted (INTEROP_STRICT_FAILOVER=1: none allowed);
+#   A-term.  SIGTERM the other mocker: the model leaves /v1/models within 3 s and a chat
+#            request then gets 404 with an OpenAI error body;
+#   B.       the real `python -m dynamo.frontend` in front of switchyard's in-tree mock worker:
+#            chat and completions, whole and streamed.
+# DISCOVERY selects the discovery backend the cases run with (only `file` for now). Every
+# process is bound to 127.0.0.1 in a loopback-only network namespace (Dynamo's event
+# publishers bind 0.0.0.0), so this needs root (unshare -n).
 #
 # Usage: bash scripts/interop.sh      (installs Dynamo into a venv and fetches model files first)
+# Env:   VENV (default ~/.cache/switchyard-dynamo-venv), DISCOVERY (default file),
+#        SWITCHYARD_BIN (a switchyard binary already built; default: build the release one),
+#        INTEROP_STRICT_FAILOVER=1 (no failed request at all after the SIGKILL).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 if [ "${1:-}" != "--inside" ]; then
   bash scripts/install-dynamo.sh >/dev/null
   bash scripts/fetch-models.sh qwen3 >/dev/null
-  cargo build --release --quiet
+  [ -n "${SWITCHYARD_BIN:-}" ] || cargo build --release --quiet
   exec unshare -n bash "$0" --inside
 fi
 
 ip link set lo up
 VENV=${VENV:-${HOME:-/root}/.cache/switchyard-dynamo-venv}
 PY="$VENV/bin/python"
-BIN=${CARGO_TARGET_DIR:-target}/release/switchyard
-MODEL=${SWITCHYARD_MODELS:-$HOME/.cache/switchyard-models}/qwen3
+CLIENT=(env PYTHONUNBUFFERED=1 "$PY" scripts/interop_client.py)
+BIN=${SWITCHYARD_BIN:-${CARGO_TARGET_DIR:-target}/release/switchyard}
+MODEL_DIR=${SWITCHYARD_MODELS:-$HOME/.cache/switchyard-models}/qwen3
+DISCOVERY=${DISCOVERY:-file}
 export DYN_TCP_RPC_HOST=127.0.0.1 DYN_TCP_RESPONSE_STREAM_HOST=127.0.0.1 DYN_EVENT_PLANE_HOST=127.0.0.1
-WORK=$(mktemp -d)
-PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$WORK"; }
+export DYN_LOG=info
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/switchyard-interop.XXXXXX")
+declare -A PID=()   # process name -> pid; its output goes to $WORK/<name>.log
+PASSED=0
+MAIN_PID=$BASHPID
+
+cleanup() {
+  [ "$BASHPID" = "$MAIN_PID" ] || return 0  # not in subshells
+  for name in "${!PID[@]}"; do kill "${PID[$name]}" 2>/dev/null || true; done
+  for name in "${!PID[@]}"; do reap "$name" 5; done
+  rm -rf "$WORK"
+}
 trap cleanup EXIT
 
-wait_model() { # port
+plain_log() { sed 's/\x1b\[[0-9;]*m//g' "$WORK/$1.log"; }  # name: the log without colours
+
+fail() { # message
+  echo "FAIL: $*" >&2
+  for log in "$WORK"/*.log; do
+    [ -e "$log" ] || continue
+    echo "---- last lines of $(basename "$log")" >&2
+    plain_log "$(basename "$log" .log)" | tail -n 25 >&2
+  done
+  exit 1
+}
+
+start() { # name command...: run in the background, output to $WORK/<name>.log
+  local name=$1; shift
+  "$@" >"$WORK/$name.log" 2>&1 &
+  PID[$name]=$!
+}
+
+reap() { # name seconds: wait that long for the exit, then SIGKILL
+  local name=$1 pid=${PID[$1]}
+  for _ in $(seq 1 $(($2 * 10))); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$pid" 2>/dev/null; then
+    echo "note: $name (pid $pid) still running after $2 s, SIGKILL" >&2
+    kill -KILL "$pid" 2>/dev/null || true
+  fi
+  wait "$pid" 2>/dev/null || true
+  unset "PID[$name]"
+}
+
+stop() { # name: SIGTERM, then the exit within 10 s
+  kill "${PID[$1]}" 2>/dev/null || true
+  reap "$1" 10
+}
+
+alive() { # name
+  kill -0 "${PID[$1]}" 2>/dev/null || fail "$1 exited early (see $1.log)"
+}
+
+client() { # what client-args...
+  local what=$1; shift
+  "${CLIENT[@]}" "$@" || fail "$what"
+}
+
+# --- discovery --------------------------------------------------------------------------
+# A fresh, empty store per case. Another backend (etcd) is added here: its store, its
+# environment and the flags both sides take (DISCOVERY_ARGS).
+discovery_fresh() { # case-name
+  case "$DISCOVERY" in
+    file)
+      export DYN_FILE_KV="$WORK/kv-$1"
+      mkdir -p "$DYN_FILE_KV"
+      DISCOVERY_ARGS=(--discovery-backend file)
+      ;;
+    *) fail "DISCOVERY=$DISCOVERY is not supported (file)" ;;
+  esac
+}
+
+# --- waits ------------------------------------------------------------------------------
+models_json() { curl -s -m 2 "http://127.0.0.1:$1/v1/models" || true; }
+
+wait_model() { # port model who: until /v1/models lists the model
+  local port=$1 model=$2 who=$3
   for _ in $(seq 1 120); do
-    if curl -s "localhost:$1/v1/models" | grep -q '"id"'; then return 0; fi
+    if models_json "$port" | grep -q "\"id\":\"$model\""; then return 0; fi
     sleep 0.5
   done
-  echo "FAIL: no model appeared on port $1" >&2
-  return 1
+  fail "model $model did not appear in $who's /v1/models (port $port) within 60 s: $(models_json "$port")"
 }
 
-check() { # port model label
-  local port=$1 model=$2 label=$3
-  python3 - "$port" "$model" "$label" <<'EOF'
-import json, sys, urllib.request
-port, model, label = sys.argv[1], sys.argv[2], sys.argv[3]
-def post(path, body):
-    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=json.dumps(body).encode(),
-                                 headers={"content-type": "application/json"})
-    with urllib.request.urlopen(req, timeout=30) as r:
-        return r.status, r.read().decode()
-status, text = post("/v1/chat/completions", {"model": model, "max_tokens": 8,
-                    "messages": [{"role": "user", "content": "Hello there"}]})
-v = json.loads(text)
-assert status == 200 and v["object"] == "chat.completion", text
-assert v["usage"]["prompt_tokens"] == 10 and v["usage"]["completion_tokens"] == 8, v["usage"]
-assert v["choices"][0]["finish_reason"] == "length", v
-status, text = post("/v1/chat/completions", {"model": model, "max_tokens": 4, "stream": True,
-                    "stream_options": {"include_usage": True},
-                    "messages": [{"role": "user", "content": "Hello there"}]})
-events = [e[len("data: "):] for e in text.split("\n\n") if e]
-assert events[-1] == "[DONE]", events
-chunks = [json.loads(e) for e in events[:-1]]
-assert chunks[0]["choices"][0]["delta"]["role"] == "assistant", chunks[0]
-assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] == 4, chunks[-1]
-status, text = post("/v1/completions", {"model": model, "prompt": "Once upon a time", "max_tokens": 5})
-v = json.loads(text)
-assert status == 200 and v["object"] == "text_completion" and v["usage"]["completion_tokens"] == 5, text
-print(f"ok: {label}")
-EOF
+wait_records() { # count what: until the discovery store holds count generate instances
+  local count=$1 what=$2 n=0
+  for _ in $(seq 1 120); do
+    case "$DISCOVERY" in
+      file) n=$( (find "$DYN_FILE_KV/v1/instances" -name '*generate*' 2>/dev/null || true) | wc -l) ;;
+    esac
+    [ "$n" -ge "$count" ] && return 0
+    sleep 0.5
+  done
+  fail "$what: $count worker instances did not register within 60 s (found $n)"
 }
 
-# A. switchyard in front of the real mocker.
-export DYN_FILE_KV="$WORK/kv-a"
-"$PY" -m dynamo.mocker --model-path "$MODEL" --discovery-backend file --request-plane tcp --event-plane zmq \
-  >"$WORK/mocker.log" 2>&1 &
-PIDS+=($!)
-"$BIN" --discovery-backend file --http-host 127.0.0.1 --http-port 18180 2>"$WORK/switchyard.log" &
-PIDS+=($!)
-wait_model 18180
-check 18180 "$MODEL" "switchyard -> dynamo.mocker"
+# --- cases ------------------------------------------------------------------------------
+A_PORT=18180
+A_MODEL=qwen3
 
-# B. the real frontend in front of switchyard's mock worker.
-export DYN_FILE_KV="$WORK/kv-b"
-"$BIN" mock-worker --model-path "$MODEL" --model-name qwen3-mock --fast 2>"$WORK/mock-worker.log" &
-PIDS+=($!)
-"$PY" -m dynamo.frontend --discovery-backend file --request-plane tcp --http-host 127.0.0.1 --http-port 18181 \
-  >"$WORK/frontend.log" 2>&1 &
-PIDS+=($!)
-wait_model 18181
-check 18181 qwen3-mock "dynamo.frontend -> switchyard mock-worker"
-echo "interop: 2 passed, 0 failed"
+mocker() { # name
+  start "$1" "$PY" -m dynamo.mocker --model-path "$MODEL_DIR" --model-name "$A_MODEL" --speedup-ratio 10 \
+    "${DISCOVERY_ARGS[@]}" --request-plane tcp --event-plane zmq
+}
+
+case_a() { # A: switchyard in front of two real mockers
+  echo "A ($DISCOVERY): switchyard -> 2 x dynamo.mocker"
+  discovery_fresh a
+  mocker mocker-1
+  mocker mocker-2
+  wait_records 2 "A"
+  start switchyard "$BIN" "${DISCOVERY_ARGS[@]}" --http-host 127.0.0.1 --http-port $A_PORT
+  wait_model $A_PORT $A_MODEL switchyard
+  alive mocker-1; alive mocker-2
+  client "A: requests through switchyard" check --base-url "http://127.0.0.1:$A_PORT/v1" --model $A_MODEL
+  # Both workers served: every answered request id is in exactly one mocker's log.
+  local ids; ids=$("${CLIENT[@]}" ids --base-url "http://127.0.0.1:$A_PORT/v1" --model $A_MODEL --n 8) \
+    || fail "A: the requests for the traffic check failed"
+  local n1=0 n2=0 id uuid in1 in2
+  sleep 1  # the mockers' log lines are written asynchronously
+  for id in $ids; do
+    uuid=${id#chatcmpl-}
+    in1=$(plain_log mocker-1 | grep -c "request received request_id=$uuid" || true)
+    in2=$(plain_log mocker-2 | grep -c "request received request_id=$uuid" || true)
+    [ $((in1 + in2)) -eq 1 ] || fail "A: request $uuid is in $((in1 + in2)) mocker logs, not 1"
+    n1=$((n1 + in1)); n2=$((n2 + in2))
+  done
+  [ "$n1" -gt 0 ] && [ "$n2" -gt 0 ] || fail "A: not both mockers got requests (mocker-1: $n1, mocker-2: $n2 of 8)"
+  echo "  ok: both mockers served (mocker-1: $n1, mocker-2: $n2 of 8 requests)"
+  PASSED=$((PASSED + 1))
+}
+
+case_a_kill() { # A-kill: SIGKILL one mocker under a steady request stream
+  echo "A-kill ($DISCOVERY): SIGKILL mocker-1, a request every 200 ms for 16 s"
+  local strict=()
+  [ "${INTEROP_STRICT_FAILOVER:-0}" = 1 ] && strict=(--strict)
+  client "A-kill: requests after SIGKILL of a mocker" failover --base-url "http://127.0.0.1:$A_PORT/v1" \
+    --model $A_MODEL --kill-pid "${PID[mocker-1]}" --duration 16 --interval 0.2 --timeout 10 --window 13 "${strict[@]}"
+  reap mocker-1 5
+  alive switchyard
+  PASSED=$((PASSED + 1))
+}
+
+case_a_term() { # A-term: SIGTERM the last mocker; the model goes away
+  echo "A-term ($DISCOVERY): SIGTERM mocker-2, the model leaves within 3 s"
+  client "A-term: model removal after SIGTERM of the last mocker" gone --base-url "http://127.0.0.1:$A_PORT/v1" \
+    --model $A_MODEL --term-pid "${PID[mocker-2]}" --within 3
+  reap mocker-2 10
+  alive switchyard
+  stop switchyard
+  PASSED=$((PASSED + 1))
+}
+
+case_b() { # B: the real frontend in front of switchyard's mock worker
+  echo "B ($DISCOVERY): dynamo.frontend -> switchyard mock-worker"
+  discovery_fresh b
+  local port=18181 model=qwen3-mock
+  start mock-worker "$BIN" mock-worker --model-path "$MODEL_DIR" --model-name $model --fast
+  wait_records 1 "B"
+  start frontend "$PY" -m dynamo.frontend "${DISCOVERY_ARGS[@]}" --request-plane tcp --http-host 127.0.0.1 --http-port $port
+  wait_model $port $model dynamo.frontend
+  client "B: requests through dynamo.frontend" check --base-url "http://127.0.0.1:$port/v1" --model $model
+  stop frontend
+  stop mock-worker
+  PASSED=$((PASSED + 1))
+}
+
+[ -x "$BIN" ] || fail "no switchyard binary at $BIN"
+[ -x "$PY" ] || fail "no Dynamo venv at $VENV (scripts/install-dynamo.sh)"
+t0=$SECONDS
+case_a
+case_a_kill
+case_a_term
+case_b
+echo "interop ($DISCOVERY): $PASSED passed, 0 failed in $((SECONDS - t0)) s"

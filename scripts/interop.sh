@@ -5,25 +5,30 @@
 #            chat and completions, whole and streamed (exact usage, finish_reason), and both
 #            workers got requests (the request ids in their logs);
 #   A-kill.  SIGKILL one mocker, a request every 200 ms for 16 s: none hangs, every request
-#            sent more than 13 s after the kill (record TTL 10 s + sweep) succeeds; the
-#            failures before that are counted (INTEROP_STRICT_FAILOVER=1: none allowed);
-#   A-term.  SIGTERM the other mocker: the model leaves /v1/models within 3 s and a chat
-#            request then gets 404 with an OpenAI error body;
+#            sent more than 13 s after the kill (record TTL 10 s + sweep) succeeds, and since
+#            switchyard retries a failed worker's requests on the other one, none fails at
+#            all (INTEROP_STRICT_FAILOVER=0 only counts the failures);
+#   A-term.  SIGTERM the other mocker: the model leaves /v1/models within 3 s (etcd: when the
+#            killed mocker's lease expires) and a chat request then gets 404 with an OpenAI
+#            error body;
 #   B.       the real `python -m dynamo.frontend` in front of switchyard's in-tree mock worker:
 #            chat and completions, whole and streamed.
-# DISCOVERY selects the discovery backend the cases run with (only `file` for now). Every
+# Every case runs with each discovery backend in DISCOVERY (default "file etcd"): the file
+# store, and a real etcd (Debian etcd-server, started here on 127.0.0.1) where the mockers
+# also serve their model card files over HTTP (DYN_SYSTEM_PORT), as on separate nodes. Every
 # process is bound to 127.0.0.1 in a loopback-only network namespace (Dynamo's event
 # publishers bind 0.0.0.0), so this needs root (unshare -n).
 #
 # Usage: bash scripts/interop.sh      (installs Dynamo into a venv and fetches model files first)
-# Env:   VENV (default ~/.cache/switchyard-dynamo-venv), DISCOVERY (default file),
+# Env:   VENV (default ~/.cache/switchyard-dynamo-venv), DISCOVERY (default "file etcd"),
 #        SWITCHYARD_BIN (a switchyard binary already built; default: build the release one),
-#        INTEROP_STRICT_FAILOVER=1 (no failed request at all after the SIGKILL).
+#        INTEROP_STRICT_FAILOVER=0 (count failed requests after the SIGKILL, allow them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 if [ "${1:-}" != "--inside" ]; then
   bash scripts/install-dynamo.sh >/dev/null
+  bash scripts/install-system.sh >/dev/null
   bash scripts/fetch-models.sh qwen3 >/dev/null
   [ -n "${SWITCHYARD_BIN:-}" ] || cargo build --release --quiet
   exec unshare -n bash "$0" --inside
@@ -35,7 +40,7 @@ PY="$VENV/bin/python"
 CLIENT=(env PYTHONUNBUFFERED=1 "$PY" scripts/interop_client.py)
 BIN=${SWITCHYARD_BIN:-${CARGO_TARGET_DIR:-target}/release/switchyard}
 MODEL_DIR=${SWITCHYARD_MODELS:-$HOME/.cache/switchyard-models}/qwen3
-DISCOVERY=${DISCOVERY:-file}
+DISCOVERIES=${DISCOVERY:-file etcd}
 export DYN_TCP_RPC_HOST=127.0.0.1 DYN_TCP_RESPONSE_STREAM_HOST=127.0.0.1 DYN_EVENT_PLANE_HOST=127.0.0.1
 export DYN_LOG=info
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/switchyard-interop.XXXXXX")
@@ -95,8 +100,9 @@ client() { # what client-args...
 }
 
 # --- discovery --------------------------------------------------------------------------
-# A fresh, empty store per case. Another backend (etcd) is added here: its store, its
-# environment and the flags both sides take (DISCOVERY_ARGS).
+# A fresh, empty store per case: its environment and the flags both sides take
+# (DISCOVERY_ARGS). For etcd, a new etcd server per case (fixed ports: the namespace is ours).
+ETCD_PORT=23790
 discovery_fresh() { # case-name
   case "$DISCOVERY" in
     file)
@@ -104,8 +110,31 @@ discovery_fresh() { # case-name
       mkdir -p "$DYN_FILE_KV"
       DISCOVERY_ARGS=(--discovery-backend file)
       ;;
-    *) fail "DISCOVERY=$DISCOVERY is not supported (file)" ;;
+    etcd)
+      command -v etcd >/dev/null || fail "no etcd binary: apt-get install etcd-server (or bash scripts/install-system.sh)"
+      [ -n "${PID[etcd]:-}" ] && stop etcd
+      ETCD_PORT=$((ETCD_PORT + 2))
+      local peer=$((ETCD_PORT + 1))
+      start etcd etcd --name sy --data-dir "$WORK/etcd-$1" \
+        --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
+        --listen-peer-urls "http://127.0.0.1:$peer" --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
+        --initial-cluster "sy=http://127.0.0.1:$peer"
+      export ETCD_ENDPOINTS="http://127.0.0.1:$ETCD_PORT"
+      for _ in $(seq 1 100); do
+        curl -s -m 1 "$ETCD_ENDPOINTS/health" | grep -q '"health":"true"' && break
+        sleep 0.1
+      done
+      curl -s -m 1 "$ETCD_ENDPOINTS/health" | grep -q '"health":"true"' || fail "etcd did not start"
+      DISCOVERY_ARGS=(--discovery-backend etcd)
+      ;;
+    *) fail "DISCOVERY=$DISCOVERY is not supported (file, etcd)" ;;
   esac
+}
+
+etcd_instances() { # number of generate endpoint instances registered in etcd
+  curl -s -m 2 -X POST "$ETCD_ENDPOINTS/v3/kv/range" \
+    -d "{\"key\":\"$(printf 'v1/instances/' | base64)\",\"range_end\":\"$(printf 'v1/instances0' | base64)\",\"keys_only\":true}" |
+    python3 -c 'import base64,json,sys; print(sum("/generate/" in base64.b64decode(k["key"]).decode() for k in json.load(sys.stdin).get("kvs", [])))'
 }
 
 # --- waits ------------------------------------------------------------------------------
@@ -125,6 +154,7 @@ wait_records() { # count what: until the discovery store holds count generate in
   for _ in $(seq 1 120); do
     case "$DISCOVERY" in
       file) n=$( (find "$DYN_FILE_KV/v1/instances" -name '*generate*' 2>/dev/null || true) | wc -l) ;;
+      etcd) n=$(etcd_instances || echo 0) ;;
     esac
     [ "$n" -ge "$count" ] && return 0
     sleep 0.5
@@ -136,8 +166,14 @@ wait_records() { # count what: until the discovery store holds count generate in
 A_PORT=18180
 A_MODEL=qwen3
 
-mocker() { # name
-  start "$1" "$PY" -m dynamo.mocker --model-path "$MODEL_DIR" --model-name "$A_MODEL" --speedup-ratio 10 \
+SYSTEM_PORT=18300
+mocker() { # name: with etcd, the mocker serves its card files over HTTP (DYN_SYSTEM_PORT)
+  local system=()
+  if [ "$DISCOVERY" = etcd ]; then
+    SYSTEM_PORT=$((SYSTEM_PORT + 1))
+    system=(env DYN_SYSTEM_PORT=$SYSTEM_PORT DYN_SYSTEM_HOST=127.0.0.1)
+  fi
+  start "$1" "${system[@]}" "$PY" -m dynamo.mocker --model-path "$MODEL_DIR" --model-name "$A_MODEL" --speedup-ratio 10 \
     "${DISCOVERY_ARGS[@]}" --request-plane tcp --event-plane zmq
 }
 
@@ -171,7 +207,7 @@ case_a() { # A: switchyard in front of two real mockers
 case_a_kill() { # A-kill: SIGKILL one mocker under a steady request stream
   echo "A-kill ($DISCOVERY): SIGKILL mocker-1, a request every 200 ms for 16 s"
   local strict=()
-  [ "${INTEROP_STRICT_FAILOVER:-0}" = 1 ] && strict=(--strict)
+  [ "${INTEROP_STRICT_FAILOVER:-1}" = 1 ] && strict=(--strict)
   client "A-kill: requests after SIGKILL of a mocker" failover --base-url "http://127.0.0.1:$A_PORT/v1" \
     --model $A_MODEL --kill-pid "${PID[mocker-1]}" --duration 16 --interval 0.2 --timeout 10 --window 13 "${strict[@]}"
   reap mocker-1 5
@@ -180,9 +216,13 @@ case_a_kill() { # A-kill: SIGKILL one mocker under a steady request stream
 }
 
 case_a_term() { # A-term: SIGTERM the last mocker; the model goes away
-  echo "A-term ($DISCOVERY): SIGTERM mocker-2, the model leaves within 3 s"
+  # The SIGTERMed mocker deletes its records at once. With etcd the SIGKILLed one's stay until
+  # its lease (TTL 30 s) expires, ~17 s after this starts; with files its 10 s TTL is over.
+  local within=3
+  [ "$DISCOVERY" = etcd ] && within=20
+  echo "A-term ($DISCOVERY): SIGTERM mocker-2, the model leaves within $within s"
   client "A-term: model removal after SIGTERM of the last mocker" gone --base-url "http://127.0.0.1:$A_PORT/v1" \
-    --model $A_MODEL --term-pid "${PID[mocker-2]}" --within 3
+    --model $A_MODEL --term-pid "${PID[mocker-2]}" --within $within
   reap mocker-2 10
   alive switchyard
   stop switchyard
@@ -193,7 +233,8 @@ case_b() { # B: the real frontend in front of switchyard's mock worker
   echo "B ($DISCOVERY): dynamo.frontend -> switchyard mock-worker"
   discovery_fresh b
   local port=18181 model=qwen3-mock
-  start mock-worker "$BIN" mock-worker --model-path "$MODEL_DIR" --model-name $model --fast
+  start mock-worker "$BIN" mock-worker --model-path "$MODEL_DIR" --model-name $model --fast \
+    "${DISCOVERY_ARGS[@]}"
   wait_records 1 "B"
   start frontend "$PY" -m dynamo.frontend "${DISCOVERY_ARGS[@]}" --request-plane tcp --http-host 127.0.0.1 --http-port $port
   wait_model $port $model dynamo.frontend
@@ -206,8 +247,11 @@ case_b() { # B: the real frontend in front of switchyard's mock worker
 [ -x "$BIN" ] || fail "no switchyard binary at $BIN"
 [ -x "$PY" ] || fail "no Dynamo venv at $VENV (scripts/install-dynamo.sh)"
 t0=$SECONDS
-case_a
-case_a_kill
-case_a_term
-case_b
-echo "interop ($DISCOVERY): $PASSED passed, 0 failed in $((SECONDS - t0)) s"
+for DISCOVERY in $DISCOVERIES; do
+  case_a
+  case_a_kill
+  case_a_term
+  case_b
+  [ -n "${PID[etcd]:-}" ] && stop etcd
+done
+echo "interop ($DISCOVERIES): $PASSED passed, 0 failed in $((SECONDS - t0)) s"

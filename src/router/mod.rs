@@ -19,6 +19,8 @@
 //! this shard's router (incremented on dispatch, decremented when the answer ends): each shard
 //! is one router, as each Dynamo frontend process is one — no counter is shared between cores.
 
+pub mod kv;
+
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;

@@ -9,6 +9,7 @@ mod vectors;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use proptest::prelude::*;
+use switchyard::router::kv::hash::sequence_hashes;
 use switchyard::router::kv::{channel, BlockPair, IndexOp, KvIndex, Owner};
 
 /// The reference: per owner, `block_hash → path of local hashes from the root`.
@@ -197,7 +198,10 @@ proptest! {
         for q in &queries {
             let expected = model.find_matches(q);
             prop_assert_eq!(sorted(ix.find_matches(q)), expected.clone());
-            prop_assert_eq!(sorted(replicas[0].find_matches(q)), expected);
+            prop_assert_eq!(sorted(replicas[0].find_matches(q)), expected.clone());
+            let mut by_seq = Vec::new();
+            ix.find_matches_by_sequence(&sequence_hashes(q), &mut by_seq);
+            prop_assert_eq!(sorted(by_seq), expected);
         }
     }
 }

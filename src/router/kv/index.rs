@@ -17,14 +17,23 @@
 //!   not regain the deeper blocks it still has; here it does (it still holds them).
 //!
 //! # Layout and cost
-//! Nodes live in an arena (`Vec<Node>`, 48 bytes each, freed slots reused); edges are one
-//! flat hash map `(parent, local_hash) → child`, so a walk is one probe per block; owners are
-//! interned to dense `u32` ids. Each node keeps its owners sorted with a reference count and
-//! an XOR *fingerprint* of the owner set: `find_matches` only intersects the surviving owner
-//! set with a node's when the fingerprints or sizes differ, so a walk over a prefix shared by
-//! 1 024 workers costs one compare per block, not 1 024. (Two different sets of equal size
-//! have equal fingerprints with probability 2⁻⁶⁴.) A node with no owner and no child is freed
-//! at once, so memory tracks the workers' caches: see [`KvIndex::memory_bytes`].
+//! Nodes live in an arena (`Vec<Node>`, freed slots reused) and are found by one flat hash
+//! map keyed by the **sequence hash of their path** (§5.3 chaining over the local hashes,
+//! computed by the index itself — never the worker's opaque `block_hash`). A prompt's
+//! node at every depth is therefore known before the walk, so `find_matches` probes 16
+//! depths at a time with independent loads whose cache misses overlap, instead of chasing
+//! one dependent pointer per block: on a 1 M-block index the walk is memory-latency
+//! bound, and this cut it about fourfold (perf/RESULTS.md). Two different paths with
+//! equal 64-bit sequence hashes would share a node (about 2⁻²⁵ for a 1 M-node index, the
+//! same order as the local-hash collisions every Dynamo router already accepts).
+//!
+//! Owners are interned to dense `u32` ids. Each node keeps its owners sorted with a
+//! reference count and an XOR *fingerprint* of the owner set: the walk only intersects the
+//! surviving owner set with a node's when the fingerprints or sizes differ, so a prefix
+//! shared by 1 024 workers costs one compare per block, not 1 024. (Two different sets of
+//! equal size have equal fingerprints with probability 2⁻⁶⁴.) A node with no owner and no
+//! child is freed at once, so memory tracks the workers' caches: see
+//! [`KvIndex::memory_bytes`].
 //!
 //! The index is single-threaded by design; how shards read it while the ingest thread
 //! writes is the business of [`super::replica`].
@@ -36,6 +45,7 @@ use std::sync::Arc;
 use smallvec::SmallVec;
 
 use super::events::{KvCacheEventData, RouterEvent};
+use super::hash::{chain_hash, SEED};
 
 /// A cache owner: one data-parallel rank of one worker.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -121,7 +131,8 @@ const ROOT: u32 = 0;
 
 #[derive(Clone, Debug, Default)]
 struct Node {
-    local_hash: u64,
+    /// The sequence hash (§5.3) of the local hashes on the path to this node.
+    prefix: u64,
     parent: u32,
     children: u32,
     /// XOR of [`owner_mix`] over `owners`.
@@ -132,7 +143,6 @@ struct Node {
 
 #[derive(Debug)]
 struct OwnerSlot {
-    owner: Owner,
     lookup: Map<u64, u32>,
 }
 
@@ -150,9 +160,12 @@ fn owner_mix(id: u32) -> u64 {
 pub struct KvIndex {
     nodes: Vec<Node>,
     free_nodes: Vec<u32>,
-    edges: Map<(u32, u64), u32>,
-    owner_ids: HashMap<Owner, u32>,
+    /// Nodes by the sequence hash of their path.
+    by_prefix: Map<u64, u32>,
+    owner_ids: Map<Owner, u32>,
     slots: Vec<Option<OwnerSlot>>,
+    /// The owner of each id, dense (16 bytes each) for the walk's result building.
+    owner_of: Vec<Owner>,
     free_owners: Vec<u32>,
     blocks: usize,
     stats: IndexStats,
@@ -169,9 +182,10 @@ impl KvIndex {
         KvIndex {
             nodes: vec![Node::default()],
             free_nodes: Vec::new(),
-            edges: Map::default(),
-            owner_ids: HashMap::new(),
+            by_prefix: Map::default(),
+            owner_ids: Map::default(),
             slots: Vec::new(),
+            owner_of: Vec::new(),
             free_owners: Vec::new(),
             blocks: 0,
             stats: IndexStats::default(),
@@ -265,45 +279,56 @@ impl KvIndex {
 
     /// [`KvIndex::find_matches`] into a caller-owned vector (cleared first).
     pub fn find_matches_into(&self, local_hashes: &[u64], out: &mut Vec<(Owner, u32)>) {
-        out.clear();
-        let Some((&first, rest)) = local_hashes.split_first() else { return };
-        let Some(&n0) = self.edges.get(&(ROOT, first)) else { return };
-        let node = &self.nodes[n0 as usize];
-        let mut alive: SmallVec<[u32; 16]> = node.owners.iter().map(|&(o, _)| o).collect();
-        let mut alive_fp = node.fp;
-        let mut prev = n0;
-        let mut depth = 1u32;
-        let mut next: SmallVec<[u32; 16]> = SmallVec::new();
-        for &h in rest {
-            if alive.is_empty() {
+        let mut walk = Walk::new(out);
+        let mut prefix = [0u64; CHUNK];
+        let mut prev: Option<u64> = None;
+        for chunk in local_hashes.chunks(CHUNK) {
+            for (p, &h) in prefix.iter_mut().zip(chunk) {
+                let s = prev.map_or(h, |q| chain_hash(q, h, SEED));
+                *p = s;
+                prev = Some(s);
+            }
+            if !self.walk_chunk(&prefix[..chunk.len()], &mut walk) {
                 break;
             }
-            let Some(&n) = self.edges.get(&(prev, h)) else { break };
-            let node = &self.nodes[n as usize];
-            if node.fp != alive_fp || node.owners.len() != alive.len() {
-                // Sorted merge: owners of `alive` missing here stop at `depth`.
-                next.clear();
-                let mut j = 0;
-                for &o in &alive {
-                    while j < node.owners.len() && node.owners[j].0 < o {
-                        j += 1;
-                    }
-                    if j < node.owners.len() && node.owners[j].0 == o {
-                        next.push(o);
-                    } else {
-                        alive_fp ^= owner_mix(o);
-                        out.push((self.slot(o).owner, depth));
-                    }
-                }
-                std::mem::swap(&mut alive, &mut next);
-                if alive.is_empty() {
-                    break;
-                }
-            }
-            prev = n;
-            depth += 1;
         }
-        out.extend(alive.iter().map(|&o| (self.slot(o).owner, depth)));
+        walk.finish(self);
+    }
+
+    /// [`KvIndex::find_matches_into`] for a caller that already has the request's
+    /// sequence hashes (§5.3, [`super::hash::sequence_hashes`] of the local hashes).
+    pub fn find_matches_by_sequence(&self, sequence_hashes: &[u64], out: &mut Vec<(Owner, u32)>) {
+        let mut walk = Walk::new(out);
+        for chunk in sequence_hashes.chunks(CHUNK) {
+            if !self.walk_chunk(chunk, &mut walk) {
+                break;
+            }
+        }
+        walk.finish(self);
+    }
+
+    /// Advances `walk` over up to [`CHUNK`] depths; false once the walk is over. The node
+    /// probes of a chunk do not depend on each other, so their cache misses overlap.
+    fn walk_chunk(&self, prefixes: &[u64], walk: &mut Walk<'_>) -> bool {
+        let mut ids = [u32::MAX; CHUNK];
+        for (id, p) in ids.iter_mut().zip(prefixes) {
+            if let Some(&n) = self.by_prefix.get(p) {
+                *id = n;
+            }
+        }
+        let mut heads = [(0u64, 0usize); CHUNK];
+        for (head, &id) in heads.iter_mut().zip(&ids[..prefixes.len()]) {
+            if id != u32::MAX {
+                let n = &self.nodes[id as usize];
+                *head = (n.fp, n.owners.len());
+            }
+        }
+        for (&id, &(fp, len)) in ids[..prefixes.len()].iter().zip(&heads) {
+            if id == u32::MAX || !walk.step(self, id, fp, len) {
+                return false;
+            }
+        }
+        true
     }
 
     /// The number of `(owner, block)` bindings (what the workers' caches hold in total).
@@ -342,7 +367,7 @@ impl KvIndex {
         let lookups: usize = self.slots.iter().flatten().map(|s| table::<u64, u32>(s.lookup.capacity())).sum();
         self.nodes.capacity() * size_of::<Node>()
             + spilled
-            + table::<(u32, u64), u32>(self.edges.capacity())
+            + table::<u64, u32>(self.by_prefix.capacity())
             + lookups
             + table::<Owner, u32>(self.owner_ids.capacity())
             + self.slots.capacity() * size_of::<Option<OwnerSlot>>()
@@ -360,19 +385,25 @@ impl KvIndex {
         if let Some(&id) = self.owner_ids.get(&owner) {
             return id;
         }
-        let slot = Some(OwnerSlot { owner, lookup: Map::default() });
+        let slot = Some(OwnerSlot { lookup: Map::default() });
         let id = alloc(&mut self.slots, &mut self.free_owners, slot);
+        if self.owner_of.len() <= id as usize {
+            self.owner_of.resize(id as usize + 1, owner);
+        }
+        self.owner_of[id as usize] = owner;
         self.owner_ids.insert(owner, id);
         id
     }
 
     fn child_or_insert(&mut self, parent: u32, local_hash: u64) -> u32 {
-        if let Some(&c) = self.edges.get(&(parent, local_hash)) {
+        let prefix =
+            if parent == ROOT { local_hash } else { chain_hash(self.nodes[parent as usize].prefix, local_hash, SEED) };
+        if let Some(&c) = self.by_prefix.get(&prefix) {
             return c;
         }
-        let node = Node { local_hash, parent, ..Node::default() };
+        let node = Node { prefix, parent, ..Node::default() };
         let id = alloc(&mut self.nodes, &mut self.free_nodes, node);
-        self.edges.insert((parent, local_hash), id);
+        self.by_prefix.insert(prefix, id);
         self.nodes[parent as usize].children += 1;
         id
     }
@@ -406,13 +437,94 @@ impl KvIndex {
             if !n.owners.is_empty() || n.children != 0 {
                 return;
             }
-            let (parent, local_hash) = (n.parent, n.local_hash);
-            self.edges.remove(&(parent, local_hash));
+            let (parent, prefix) = (n.parent, n.prefix);
+            self.by_prefix.remove(&prefix);
             self.nodes[node as usize] = Node::default();
             self.free_nodes.push(node);
             self.nodes[parent as usize].children -= 1;
             node = parent;
         }
+    }
+}
+
+/// Prompt blocks probed together by `find_matches`.
+const CHUNK: usize = 16;
+
+/// The state of a `find_matches` walk: owners holding every node so far, and their
+/// fingerprint.
+struct Walk<'o> {
+    out: &'o mut Vec<(Owner, u32)>,
+    alive: SmallVec<[u32; 16]>,
+    next: SmallVec<[u32; 16]>,
+    fp: u64,
+    depth: u32,
+}
+
+impl<'o> Walk<'o> {
+    fn new(out: &'o mut Vec<(Owner, u32)>) -> Walk<'o> {
+        out.clear();
+        Walk { out, alive: SmallVec::new(), next: SmallVec::new(), fp: 0, depth: 0 }
+    }
+
+    /// Moves one block deeper, to node `id` (fingerprint `fp`, `len` owners); false when
+    /// no owner is left.
+    fn step(&mut self, ix: &KvIndex, id: u32, fp: u64, len: usize) -> bool {
+        let node = &ix.nodes[id as usize];
+        if self.depth == 0 {
+            self.alive.extend(node.owners.iter().map(|&(o, _)| o));
+            self.fp = fp;
+        } else if fp != self.fp || len != self.alive.len() {
+            // Owners of `alive` missing here stop at `depth`.
+            self.next.clear();
+            let owners = &node.owners;
+            let (owner_of, depth) = (&ix.owner_of, self.depth);
+            let emit = |out: &mut Vec<(Owner, u32)>, run: &[u32]| {
+                out.extend(run.iter().map(|&o| (owner_of[o as usize], depth)));
+            };
+            // Find the survivors by binary search when the node has few owners (a shared
+            // prefix ends), else by a sorted merge; emit the rest in runs.
+            let mut from = 0;
+            if owners.len() * 8 < self.alive.len() {
+                for &(o, _) in owners.iter() {
+                    if let Ok(at) = self.alive[from..].binary_search(&o) {
+                        emit(self.out, &self.alive[from..from + at]);
+                        self.next.push(o);
+                        from += at + 1;
+                    }
+                }
+            } else {
+                let mut j = 0;
+                for (i, &o) in self.alive.iter().enumerate() {
+                    while j < owners.len() && owners[j].0 < o {
+                        j += 1;
+                    }
+                    if j < owners.len() && owners[j].0 == o {
+                        emit(self.out, &self.alive[from..i]);
+                        self.next.push(o);
+                        from = i + 1;
+                    }
+                }
+            }
+            emit(self.out, &self.alive[from..]);
+            // Usually every owner of the node survives (its owners ⊆ alive): reuse its
+            // fingerprint; otherwise fold the (fewer) survivors.
+            self.fp = if self.next.len() == owners.len() {
+                fp
+            } else {
+                self.next.iter().fold(0, |acc, &o| acc ^ owner_mix(o))
+            };
+            std::mem::swap(&mut self.alive, &mut self.next);
+        }
+        if self.alive.is_empty() {
+            return false;
+        }
+        self.depth += 1;
+        true
+    }
+
+    fn finish(self, ix: &KvIndex) {
+        let depth = self.depth;
+        self.out.extend(self.alive.iter().map(|&o| (ix.owner_of[o as usize], depth)));
     }
 }
 

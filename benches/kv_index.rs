@@ -7,7 +7,7 @@
 
 use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput};
@@ -276,6 +276,46 @@ fn concurrent(workers: u64) {
     );
 }
 
+/// The alternative not taken, for comparison: one index shared behind a `RwLock`, written
+/// per event by the ingest thread at full speed while this thread looks up.
+fn shared_rwlock(workers: u64) {
+    let l = load(workers);
+    let ps = prompts(&l, 4096);
+    let ix = Arc::new(RwLock::new(l.index));
+    let (ops, _) = churn(8192, 16, 64);
+    let stop = Arc::new(AtomicBool::new(false));
+    let (ix2, stop2) = (ix.clone(), stop.clone());
+    let writer = std::thread::spawn(move || {
+        let mut applied = 0u64;
+        while !stop2.load(Ordering::Relaxed) {
+            for op in &ops {
+                ix2.write().expect("not poisoned").apply(op);
+                applied += 1;
+            }
+        }
+        applied
+    });
+    let mut lookup = hist();
+    let start = Instant::now();
+    let mut i = 0;
+    let mut out = Vec::new();
+    while start.elapsed() < Duration::from_secs(3) {
+        let t = Instant::now();
+        ix.read().expect("not poisoned").find_matches_into(black_box(&ps[i % ps.len()]), &mut out);
+        lookup.record((t.elapsed().as_nanos() as u64).max(1)).expect("in range");
+        i += 1;
+    }
+    let secs = start.elapsed().as_secs_f64();
+    stop.store(true, Ordering::Relaxed);
+    let applied = writer.join().expect("writer");
+    report(&format!("shared RwLock index: lock + lookup, {workers} workers"), &lookup);
+    println!(
+        "  writer applied {:.0} K events/s while the reader answered {:.0} K lookups/s",
+        applied as f64 / secs / 1e3,
+        i as f64 / secs / 1e3
+    );
+}
+
 fn main() {
     let mut c = Criterion::default().configure_from_args();
     let mut base = load(16).index;
@@ -287,4 +327,5 @@ fn main() {
     percentiles(&loaded);
     drop(loaded);
     concurrent(256);
+    shared_rwlock(256);
 }

@@ -4,18 +4,22 @@
 //! every ring ([`IndexFeed`]); each shard applies what its ring holds between requests
 //! ([`IndexReplica::drain`]) and answers `find_matches` from its own copy.
 //!
-//! Why replicas rather than one shared concurrent tree:
+//! Why replicas rather than one shared concurrent tree (figures: perf/RESULTS.md, 2 vCPUs):
 //! * A lookup never waits, never retries and touches no shared cache line: no lock, no
-//!   seqlock retry loop, no epoch pin, no atomic reference counts on the walk. Writers and
-//!   readers cannot slow each other down beyond the ring's two indices.
+//!   seqlock retry loop, no epoch pin, no atomic reference counts on the walk. Measured with
+//!   the ingest thread publishing at full speed on the other core, a replica's lookup p99
+//!   stayed at 6–7 µs (1.5–4 µs idle); the same index shared behind a `RwLock` and written per
+//!   event had a lookup p99 of ~170 µs, and its writer managed only ~260 K events/s.
 //! * It is the thread-per-core model the rest of switchyard uses (shards share nothing on
 //!   the hot path); the index needs no `unsafe` and no `Sync`.
-//! * The cost is paid where it is cheap: applying an op is ~100 ns per block on one core
-//!   (see perf/RESULTS.md), so S shards spend S× that on event application in total, and
-//!   memory is S× the single index (~100–150 bytes per indexed block each). With KV event
-//!   rates of at most a few hundred thousand blocks per second across a fleet this is a few
-//!   percent of one core per shard; a sharded shared structure would save memory but put a
-//!   synchronisation protocol on every lookup, which is the path that must stay under 5 µs.
+//! * The cost is paid where it is cheap: one replica applies ~14 M one-block events/s, or
+//!   ~12–14 M block operations/s as 16-block events (~75 ns a block), so S shards spend S×
+//!   that on event application in total, and memory is S× one index (~110–120 bytes per
+//!   indexed block). A fleet's KV events are at most a few hundred thousand blocks per
+//!   second, a few percent of one core per shard; a shared structure would save the memory
+//!   but put a synchronisation protocol on every lookup, the path that must stay under 5 µs.
+//!   When S copies no longer fit (each is ~11 GB per 100 M indexed blocks), one shared index
+//!   sharded by owner with epoch-reclaimed nodes becomes the better trade.
 //! * Staleness is bounded by how often a shard drains: a shard drains before each routing
 //!   decision, so it sees every event published before that decision's drain — the same
 //!   freshness a shared structure gives, since events race with requests anyway.

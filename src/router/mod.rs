@@ -19,7 +19,7 @@
 //! this shard's router (incremented on dispatch, decremented when the answer ends): each shard
 //! is one router, as each Dynamo frontend process is one — no counter is shared between cores.
 
-pub mod cost;
+pub mod kv;
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;

@@ -8,8 +8,9 @@
 # Reports per frontend and workload: requests ok/sent, frontend CPU-seconds per 1,000
 # requests (utime+stime of the whole process from /proc), TTFT p50/p99. Then counts
 # switchyard's instructions per request with valgrind's callgrind (this VM has no hardware
-# counters, so `perf stat -e instructions` is not available): collection is switched on
-# only around the measured load, and every thread of the process is counted.
+# counters, so `perf stat -e instructions` is not available): instrumentation is switched on
+# only around the measured load, and every thread of the process is counted (user-space
+# instructions only; the kernel's share of each syscall is not in the count).
 # Needs root (loopback-only network namespace). Writes a markdown table to stdout.
 #
 # Usage: bash perf/w1_w2.sh     (RATE1=40 RATE2=8 DURATION=20 ROUNDS=2 CG_REQUESTS=200)
@@ -38,8 +39,8 @@ export DYN_FILE_KV="$WORK/kv"
 PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$WORK"; }
 trap cleanup EXIT
-TCK=$(getconf CLK_TCK)
-cpu() { awk '{print $14+$15}' "/proc/$1/stat"; }
+# CPU time of every thread of a process, in ns (schedstat: nanosecond resolution).
+cpu() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{s += $1} END {print s}'; }
 
 for i in 1 2; do
   taskset -c 1 "$PY" -m dynamo.mocker --model-path "$MODEL" --model-name qwen3 --discovery-backend file \
@@ -66,28 +67,31 @@ load() { # port workload rate duration → JSON
 measure() { # label port pid workload rate
   local label=$1 port=$2 pid=$3 w=$4 rate=$5
   load "$port" "$w" "$rate" 3 >/dev/null # warm-up
-  local c0 c1 out
+  local i0 i1 c0 c1 out
+  i0=$(cpu "$pid"); sleep 5; i1=$(cpu "$pid") # idle: background work without requests
   c0=$(cpu "$pid")
   out=$(load "$port" "$w" "$rate" "$DURATION")
   c1=$(cpu "$pid")
-  python3 - "$label" "$w" "$rate" "$c0" "$c1" "$TCK" "$out" <<'PYEOF'
+  python3 - "$label" "$w" "$rate" "$c0" "$c1" "$i0" "$i1" "$out" <<'PYEOF'
 import json, sys
-label, w, rate, c0, c1, tck, out = sys.argv[1:]
+label, w, rate, c0, c1, i0, i1, out = sys.argv[1:]
 r = json.loads(out)
-cpu = (float(c1) - float(c0)) / float(tck)
+cpu = (float(c1) - float(c0)) / 1e9
+idle_ms_per_s = (float(i1) - float(i0)) / 1e6 / 5
 per_k = cpu * 1000 / max(r["ok"], 1)
-print(f"| {w.upper()} | {label} | {rate} | {r['ok']}/{r['sent']} | {per_k:.3f} | {r['ttft_p50_ms']} | {r['ttft_p99_ms']} |")
+print(f"| {w.upper()} | {label} | {rate} | {r['ok']}/{r['sent']} | {per_k:.3f} | {r['ttft_p50_ms']} | {r['ttft_p99_ms']} | {idle_ms_per_s:.2f} |")
 PYEOF
 }
 
+SY_EXTRA=()
 start_switchyard() { # port [prefix...]
   local port=$1; shift
   "$@" "$BIN" --discovery-backend file --http-host 127.0.0.1 --http-port "$port" --shards 1 --no-pin-shards \
-    2>>"$WORK/sy.log" &
+    "${SY_EXTRA[@]}" 2>>"$WORK/sy.log" &
 }
 
-echo "| workload | frontend | req/s | ok/sent | CPU-s per 1k req | TTFT p50 ms | TTFT p99 ms |"
-echo "|---|---|---:|---:|---:|---:|---:|"
+echo "| workload | frontend | req/s | ok/sent | CPU-s per 1k req | TTFT p50 ms | TTFT p99 ms | idle CPU ms/s |"
+echo "|---|---|---:|---:|---:|---:|---:|---:|"
 for _ in $(seq 1 "$ROUNDS"); do
   for w in w1 w2; do
     rate=$RATE1; [ "$w" = w2 ] && rate=$RATE2
@@ -112,8 +116,11 @@ for w in w1 w2; do
   rate=$RATE1; [ "$w" = w2 ] && rate=$RATE2
   # Under valgrind everything runs ~50x slower: a lower rate keeps the frontend unsaturated.
   cg_rate=$(python3 -c "print(max(1, min($rate, 10)))")
-  start_switchyard 18292 taskset -c 0 valgrind --tool=callgrind --collect-atstart=no \
+  # valgrind does not emulate io_uring: the shard runs its epoll driver here.
+  SY_EXTRA=(--io-driver epoll)
+  start_switchyard 18292 taskset -c 0 valgrind --tool=callgrind --instr-atstart=no \
     --callgrind-out-file="$WORK/cg.$w.out"
+  SY_EXTRA=()
   CG=$!
   wait_model 18292
   load 18292 "$w" "$cg_rate" 2 >/dev/null # warm-up, not counted

@@ -18,7 +18,7 @@ use std::time::{Duration, SystemTime};
 use super::records::{
     decode_file_name, is_temp_file, BUCKET_EVENT_CHANNELS, BUCKET_EVENT_SOURCES, BUCKET_INSTANCES, BUCKET_MDC,
 };
-use super::snapshot::{build, skip, Catalog, Raw, Skipped, Snapshot, Source};
+use super::snapshot::{build, skip, Catalog, ParseCache, Raw, Skipped, Snapshot, Source};
 use crate::config::NamespaceFilter;
 use crate::registry::Registry;
 
@@ -40,6 +40,7 @@ pub struct FileStore {
     filter: NamespaceFilter,
     catalog: Catalog,
     wake: Box<dyn WakeSource + Send>,
+    cache: std::cell::RefCell<ParseCache>,
 }
 
 impl FileStore {
@@ -52,6 +53,7 @@ impl FileStore {
             filter,
             catalog: Catalog::default(),
             wake: Box::new(PeriodicWake::default()),
+            cache: Default::default(),
         }
     }
 
@@ -90,7 +92,7 @@ impl FileStore {
             modified: *modified,
             bytes,
         });
-        Ok(build(raw, &self.filter, skipped))
+        Ok(build(raw, &self.filter, skipped, &mut self.cache.borrow_mut()))
     }
 
     /// Lists one bucket: (bucket, file name, decoded key, mtime, content) of each live file.

@@ -11,7 +11,7 @@ use std::io;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, SystemTime};
 
-use super::snapshot::{build, Raw, Snapshot, Source};
+use super::snapshot::{build, ParseCache, Raw, Snapshot, Source};
 use crate::config::NamespaceFilter;
 
 #[derive(Default)]
@@ -64,7 +64,7 @@ impl MemStore {
 
     /// A [`Source`] the control thread can watch.
     pub fn source(&self, filter: NamespaceFilter) -> MemSource {
-        MemSource { store: self.clone(), filter, seen: None }
+        MemSource { store: self.clone(), filter, seen: None, cache: ParseCache::default() }
     }
 }
 
@@ -74,6 +74,7 @@ pub struct MemSource {
     filter: NamespaceFilter,
     /// Version of the last scan.
     seen: Option<u64>,
+    cache: ParseCache,
 }
 
 impl Source for MemSource {
@@ -81,7 +82,7 @@ impl Source for MemSource {
         let s = self.store.inner.0.lock().unwrap_or_else(|p| p.into_inner());
         self.seen = Some(s.version);
         let raw = s.records.iter().map(|((bucket, key), bytes)| Raw { bucket, name: key, key, modified: now, bytes });
-        Ok(build(raw, &self.filter, Vec::new()))
+        Ok(build(raw, &self.filter, Vec::new(), &mut self.cache))
     }
 
     fn wait(&mut self, max_wait: Duration) {

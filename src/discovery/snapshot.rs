@@ -121,13 +121,26 @@ pub fn build<'a>(
     records: impl IntoIterator<Item = Raw<'a>>,
     filter: &NamespaceFilter,
     skipped: Vec<Skipped>,
+    cache: &mut ParseCache,
 ) -> Snapshot {
     let mut snap = Snapshot { skipped, ..Snapshot::default() };
+    cache.generation += 1;
+    let generation = cache.generation;
     for r in records {
-        let parsed = match parse_record(r.bytes) {
-            Ok(p) => p,
+        let slot = cache.parsed.entry((r.bucket, r.key.to_string())).or_insert_with(|| Parsed {
+            bytes: Vec::new(),
+            record: Err(String::new()),
+            seen: 0,
+        });
+        if slot.bytes != r.bytes || slot.seen == 0 {
+            slot.bytes = r.bytes.to_vec();
+            slot.record = parse_record(r.bytes);
+        }
+        slot.seen = generation;
+        let parsed = match &slot.record {
+            Ok(p) => p.clone(),
             Err(e) => {
-                snap.skipped.push(skip(r.bucket, r.name, e));
+                snap.skipped.push(skip(r.bucket, r.name, e.clone()));
                 continue;
             }
         };
@@ -169,7 +182,25 @@ pub fn build<'a>(
     snap.event_channels.sort_by(|a, b| a.key.cmp(&b.key));
     snap.event_sources.sort_by(|a, b| a.key.cmp(&b.key));
     snap.served = join(&snap.instances, &snap.cards);
+    cache.parsed.retain(|_, p| p.seen == generation);
     snap
+}
+
+/// One record's bytes and what they parsed to.
+#[derive(Debug)]
+struct Parsed {
+    bytes: Vec<u8>,
+    record: Result<(Record, Value), String>,
+    /// The [`build`] generation that last saw it.
+    seen: u64,
+}
+
+/// Parsed records by (bucket, key), so a rescan parses only records whose bytes changed (the
+/// file backend re-reads its buckets every second and on every keep-alive touch).
+#[derive(Debug, Default)]
+pub struct ParseCache {
+    parsed: std::collections::HashMap<(&'static str, String), Parsed>,
+    generation: u64,
 }
 
 /// Whether an event record's scope (`scope.endpoint.namespace`, when present) passes the

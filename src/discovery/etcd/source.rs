@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime};
 
 use super::EtcdView;
 use crate::config::NamespaceFilter;
-use crate::discovery::snapshot::{build, Raw, Snapshot, Source};
+use crate::discovery::snapshot::{build, ParseCache, Raw, Snapshot, Source};
 
 /// Watches etcd through an [`EtcdView`].
 pub struct EtcdSource {
@@ -18,11 +18,12 @@ pub struct EtcdSource {
     filter: NamespaceFilter,
     /// Whether the last wait failed (etcd unreachable), so it is logged once per outage.
     failing: bool,
+    cache: ParseCache,
 }
 
 impl EtcdSource {
     pub fn new(view: EtcdView, filter: NamespaceFilter) -> EtcdSource {
-        EtcdSource { view: Some(view), filter, failing: false }
+        EtcdSource { view: Some(view), filter, failing: false, cache: ParseCache::default() }
     }
 }
 
@@ -30,7 +31,7 @@ impl Source for EtcdSource {
     fn scan(&mut self, now: SystemTime) -> io::Result<Snapshot> {
         let Some(view) = &self.view else { return Ok(Snapshot::default()) };
         let raw = view.records().map(|(bucket, key, bytes)| Raw { bucket, name: key, key, modified: now, bytes });
-        Ok(build(raw, &self.filter, Vec::new()))
+        Ok(build(raw, &self.filter, Vec::new(), &mut self.cache))
     }
 
     fn wait(&mut self, max_wait: Duration) {

@@ -26,22 +26,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if [ "${1:-}" != "--inside" ]; then
-  bash scripts/install-dynamo.sh >/dev/null
-  bash scripts/install-system.sh >/dev/null
-  bash scripts/fetch-models.sh qwen3 >/dev/null
-  [ -n "${SWITCHYARD_BIN:-}" ] || cargo build --release --quiet
-  exec unshare -n bash "$0" --inside
-fi
-
-ip link set lo up
-VENV=${VENV:-${HOME:-/root}/.cache/switchyard-dynamo-venv}
-PY="$VENV/bin/python"
+source scripts/real-dynamo-env.sh
+enter_loopback_namespace "$0" "$@"
 CLIENT=(env PYTHONUNBUFFERED=1 "$PY" scripts/interop_client.py)
-BIN=${SWITCHYARD_BIN:-${CARGO_TARGET_DIR:-target}/release/switchyard}
-MODEL_DIR=${SWITCHYARD_MODELS:-$HOME/.cache/switchyard-models}/qwen3
 DISCOVERIES=${DISCOVERY:-file etcd}
-export DYN_TCP_RPC_HOST=127.0.0.1 DYN_TCP_RESPONSE_STREAM_HOST=127.0.0.1 DYN_EVENT_PLANE_HOST=127.0.0.1
 export DYN_LOG=info
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/switchyard-interop.XXXXXX")
 declare -A PID=()   # process name -> pid; its output goes to $WORK/<name>.log

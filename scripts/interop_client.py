@@ -200,10 +200,56 @@ def cmd_gone(a):
         print(f"  ok: chat then answered 404 with error.message {err['message']!r}")
 
 
+def cmd_prefix(a):
+    """A prefix-sharing workload: `--families` long shared prefixes, each request one of them
+    plus a short unique tail (fixed seed), `--concurrency` at a time. Prints the cached-token
+    ratio: sum of usage.prompt_tokens_details.cached_tokens / sum of prompt tokens."""
+    import random
+    import threading
+    rng = random.Random(a.seed)
+    words = ("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november "
+             "oscar papa quebec romeo sierra tango uniform victor whiskey xray yankee zulu").split()
+    families = [" ".join(rng.choice(words) for _ in range(a.prefix_words)) for _ in range(a.families)]
+    jobs = [(rng.randrange(a.families), " ".join(rng.choice(words) for _ in range(8))) for _ in range(a.requests)]
+    c = client(a.base_url)
+    totals = {"prompt": 0, "cached": 0, "errors": 0}
+    lock = threading.Lock()
+    it = iter(jobs)
+
+    def work():
+        while True:
+            with lock:
+                job = next(it, None)
+            if job is None:
+                return
+            f, tail = job
+            try:
+                r = c.chat.completions.create(model=a.model, max_tokens=2, messages=[
+                    {"role": "system", "content": f"Family {f}. {families[f]}"},
+                    {"role": "user", "content": tail}])
+                details = r.usage.prompt_tokens_details
+                cached = (details.cached_tokens or 0) if details else 0
+                with lock:
+                    totals["prompt"] += r.usage.prompt_tokens
+                    totals["cached"] += cached
+            except Exception:
+                with lock:
+                    totals["errors"] += 1
+
+    threads = [threading.Thread(target=work) for _ in range(a.concurrency)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    expect(totals["errors"] == 0, "prefix: requests failed", totals)
+    ratio = totals["cached"] / max(totals["prompt"], 1)
+    print(f"{ratio:.4f}")
+
+
 def main():
     p = argparse.ArgumentParser()
     sub = p.add_subparsers(dest="cmd", required=True)
-    for name in ("check", "ids", "failover", "gone"):
+    for name in ("check", "ids", "failover", "gone", "prefix"):
         s = sub.add_parser(name)
         s.add_argument("--base-url", required=True)
         s.add_argument("--model", required=True)
@@ -216,12 +262,19 @@ def main():
             s.add_argument("--timeout", type=float, default=10.0)
             s.add_argument("--window", type=float, default=13.0)
             s.add_argument("--strict", action="store_true")
+        if name == "prefix":
+            s.add_argument("--families", type=int, default=20)
+            s.add_argument("--prefix-words", type=int, default=300)
+            s.add_argument("--requests", type=int, default=200)
+            s.add_argument("--concurrency", type=int, default=4)
+            s.add_argument("--seed", type=int, default=7)
         if name == "gone":
             s.add_argument("--term-pid", type=int, required=True)
             s.add_argument("--within", type=float, default=3.0)
     a = p.parse_args()
     try:
-        {"check": cmd_check, "ids": cmd_ids, "failover": cmd_failover, "gone": cmd_gone}[a.cmd](a)
+        {"check": cmd_check, "ids": cmd_ids, "failover": cmd_failover, "gone": cmd_gone,
+         "prefix": cmd_prefix}[a.cmd](a)
     except Fail as e:
         print(f"FAIL: {e}", file=sys.stderr)
         sys.exit(1)

@@ -27,6 +27,7 @@ use crate::discovery::records::{Codec as CardCodec, ModelInput};
 use crate::discovery::{watch, Snapshot, Source};
 use crate::plane::payload::Codec;
 use crate::registry::{CardLimits, Registry, Serving, TokensModel, Worker};
+use crate::router::kv::ingest::Publishers;
 use crate::shard::Server;
 use crate::tokenize::ModelFiles;
 
@@ -112,6 +113,21 @@ impl Builder {
     }
 }
 
+/// The `kv-events` publishers (ZMQ endpoints of the event channels) and live workers of a
+/// snapshot.
+fn kv_publishers(snap: &Snapshot) -> Publishers {
+    let endpoints = snap
+        .event_channels
+        .iter()
+        .filter(|c| {
+            c.raw["topic"] == "kv-events" && c.raw.pointer("/transport/kind").and_then(|k| k.as_str()) == Some("Zmq")
+        })
+        .filter_map(|c| c.raw.pointer("/transport/config/endpoint").and_then(|e| e.as_str()).map(str::to_string))
+        .collect();
+    let workers = snap.instances.iter().map(|e| e.record.instance_id).collect();
+    Publishers { endpoints, workers }
+}
+
 fn resolve(addr: &str) -> Option<SocketAddr> {
     addr.to_socket_addrs().ok()?.next()
 }
@@ -136,6 +152,17 @@ pub struct Control {
 impl Control {
     /// Start watching `backend` on a new control thread, publishing to `server`'s shards.
     pub fn start(cfg: &Config, server: &Server, backend: Backend) -> std::io::Result<Control> {
+        Control::start_with_kv(cfg, server, backend, None)
+    }
+
+    /// [`Control::start`], also telling the KV event-ingest thread (`kv`) which `kv-events`
+    /// publishers and workers discovery lists, on every change.
+    pub fn start_with_kv(
+        cfg: &Config,
+        server: &Server,
+        backend: Backend,
+        kv: Option<flume::Sender<Publishers>>,
+    ) -> std::io::Result<Control> {
         let stop = Arc::new(AtomicBool::new(false));
         let publisher = server.publisher();
         let filter = cfg.namespace_filter();
@@ -156,6 +183,9 @@ impl Control {
                 source.as_mut(),
                 &stop2,
                 |mut registry, snap| {
+                    if let Some(kv) = &kv {
+                        let _ = kv.send(kv_publishers(snap));
+                    }
                     builder.add_serving(&mut registry, snap);
                     publisher(Arc::new(registry));
                 },

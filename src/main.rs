@@ -119,7 +119,23 @@ fn main() {
             None
         }
     };
-    let control = match backend.map(|b| Control::start(&cfg, &server, b)) {
+    // --router-mode kv: one index replica per shard, fed by the event-ingest thread.
+    let ingest = if cfg.parsed.get("router_mode").as_str() == Some("kv") {
+        let (feed, replicas) = switchyard::router::kv::replica::channel(server.drivers.len(), 1 << 16);
+        server.install_kv(replicas);
+        match switchyard::router::kv::ingest::Ingest::start(feed) {
+            Ok(i) => Some(i),
+            Err(e) => {
+                eprintln!("switchyard: error: cannot start the KV event-ingest thread: {e}");
+                server.shutdown();
+                std::process::exit(1);
+            }
+        }
+    } else {
+        None
+    };
+    let kv = ingest.as_ref().map(|i| i.sender());
+    let control = match backend.map(|b| Control::start_with_kv(&cfg, &server, b, kv)) {
         None => None,
         Some(Ok(c)) => Some(c),
         Some(Err(e)) => {
@@ -137,6 +153,7 @@ fn main() {
         c.stop();
     }
     drop(embedded);
+    drop(ingest);
     log::info("stopped");
 }
 

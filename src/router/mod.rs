@@ -40,6 +40,9 @@ pub enum Mode {
     LeastLoaded,
     DeviceAwareWeighted,
     Direct,
+    /// KV-cache aware ([`kv::select`]); without an index (or for a prompt given as text to a
+    /// Text model) it routes round-robin.
+    Kv,
 }
 
 impl Mode {
@@ -52,6 +55,7 @@ impl Mode {
             "least-loaded" => Mode::LeastLoaded,
             "device-aware-weighted" => Mode::DeviceAwareWeighted,
             "direct" => Mode::Direct,
+            "kv" => Mode::Kv,
             _ => return None,
         })
     }
@@ -115,12 +119,7 @@ impl Router {
 
     fn random(&self, n: usize) -> usize {
         // xorshift64*: plenty for spreading load, no shared state.
-        let mut x = self.rng.get();
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.rng.set(x);
-        (x.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 33) as usize % n
+        (self.next_u64() >> 33) as usize % n
     }
 
     /// Requests in flight to `id` from this shard.
@@ -157,6 +156,34 @@ impl Router {
         }
     }
 
+    /// This shard's mode.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// A fresh pseudo-random `u64` (shard-local generator).
+    pub fn next_u64(&self) -> u64 {
+        let mut x = self.rng.get();
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.rng.set(x);
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// Indices of the workers a request may go to now: not inhibited, not already `tried`.
+    pub fn usable(&self, workers: &[Worker], tried: &[u64]) -> SmallVec<[usize; 16]> {
+        if tried.is_empty() && self.inhibited.borrow().is_empty() {
+            return (0..workers.len()).collect();
+        }
+        (0..workers.len())
+            .filter(|&i| {
+                let id = workers[i].instance_id;
+                !tried.contains(&id) && !self.is_inhibited(id)
+            })
+            .collect()
+    }
+
     /// Choose a worker index for a request; `pinned` is the instance the request names, if
     /// any, and `tried` the workers this request already failed on. `Ok(None)`: no worker
     /// is usable now (all inhibited or tried).
@@ -174,23 +201,13 @@ impl Router {
                 "router mode direct: name the worker with the x-dynamo-worker-instance-id header or nvext.backend_instance_id",
             ));
         }
-        let skip_none = tried.is_empty() && self.inhibited.borrow().is_empty();
-        let cands: SmallVec<[usize; 16]> = if skip_none {
-            (0..workers.len()).collect()
-        } else {
-            (0..workers.len())
-                .filter(|&i| {
-                    let id = workers[i].instance_id;
-                    !tried.contains(&id) && !self.is_inhibited(id)
-                })
-                .collect()
-        };
+        let cands = self.usable(workers, tried);
         let n = cands.len();
         if n == 0 {
             return Ok(None);
         }
         Ok(Some(match self.mode {
-            Mode::RoundRobin => {
+            Mode::RoundRobin | Mode::Kv => {
                 let c = self.counter.get();
                 self.counter.set(c.wrapping_add(1));
                 cands[c % n]
@@ -233,20 +250,26 @@ impl Router {
     }
 }
 
+/// `n` workers with instance ids 100, 101, …; the indices in `cpu` run on CPU.
+#[cfg(test)]
+pub(crate) fn test_workers(n: usize, cpu: &[usize]) -> Vec<Worker> {
+    (0..n)
+        .map(|i| Worker {
+            addr: "127.0.0.1:1".parse().unwrap(),
+            path: String::new(),
+            codec: crate::plane::payload::Codec::Msgpack,
+            instance_id: 100 + i as u64,
+            cpu: cpu.contains(&i),
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn workers(n: usize, cpu: &[usize]) -> Vec<Worker> {
-        (0..n)
-            .map(|i| Worker {
-                addr: "127.0.0.1:1".parse().unwrap(),
-                path: String::new(),
-                codec: crate::plane::payload::Codec::Msgpack,
-                instance_id: 100 + i as u64,
-                cpu: cpu.contains(&i),
-            })
-            .collect()
+        test_workers(n, cpu)
     }
 
     #[test]

@@ -21,7 +21,8 @@ use crate::plane::callback::{new_subject, ResponseStream, StreamItem};
 use crate::plane::client::{RequestBody, TransportError};
 use crate::plane::stream::StreamEvent;
 use crate::registry::{Serving, Worker};
-use crate::router::InFlight;
+use crate::router::kv::select::Booking;
+use crate::router::{InFlight, Mode};
 use crate::shard::ShardCtx;
 
 /// How long a worker may take to call back after acknowledging a request (1.6.1 waits
@@ -40,6 +41,8 @@ pub struct Started {
     pub request_id: String,
     /// Counts the request against its worker until the answer ends (held, never read).
     _in_flight: InFlight,
+    /// The kv router's booking of the request on its worker, released with the answer.
+    _booking: Option<Booking>,
     stream: ResponseStream,
     first: Option<Event>,
 }
@@ -68,18 +71,40 @@ fn on_failure(ctx: &ShardCtx, worker: &Worker, e: &TransportError, from_stream: 
     retry
 }
 
-/// Send `wire` to a worker of `serving` and wait for its first item.
+/// The next worker to try, and its kv booking in `--router-mode kv` (`tokens`: the prompt,
+/// when the frontend tokenized it).
+fn pick(
+    ctx: &ShardCtx,
+    serving: &Serving,
+    pinned: Option<u64>,
+    tried: &[u64],
+    tokens: Option<&[u32]>,
+) -> Result<Option<(usize, Option<Booking>)>, Error> {
+    if let (Some(tokens), None, Mode::Kv) = (tokens, pinned, ctx.router.mode()) {
+        if ctx.kv.ready() {
+            let usable = ctx.router.usable(&serving.workers, tried);
+            let block = u32::try_from(serving.limits.kv_cache_block_size).ok().filter(|b| *b > 0).unwrap_or(16);
+            let chosen = ctx.kv.choose(&serving.workers, &usable, tokens, block, || ctx.router.next_u64());
+            return Ok(chosen.map(|(c, booking)| (c.index, Some(booking))));
+        }
+    }
+    Ok(ctx.router.pick(&serving.workers, pinned, tried)?.map(|i| (i, None)))
+}
+
+/// Send `wire` to a worker of `serving` and wait for its first item. `tokens`: the prompt's
+/// token ids when the frontend tokenized it (for `--router-mode kv`).
 pub async fn dispatch<B: RequestBody>(
     ctx: &Rc<ShardCtx>,
     model: &str,
     serving: &Serving,
     pinned: Option<u64>,
     wire: &B,
+    tokens: Option<&[u32]>,
 ) -> Result<Started, Error> {
     let mut tried: smallvec::SmallVec<[u64; MAX_ATTEMPTS]> = smallvec::SmallVec::new();
     let mut last: Option<TransportError> = None;
     while tried.len() < MAX_ATTEMPTS {
-        let Some(i) = ctx.router.pick(&serving.workers, pinned, &tried)? else { break };
+        let Some((i, mut booking)) = pick(ctx, serving, pinned, &tried, tokens)? else { break };
         let worker = serving.workers[i].clone();
         tried.push(worker.instance_id);
         let in_flight = ctx.router.dispatch(worker.instance_id);
@@ -109,7 +134,18 @@ pub async fn dispatch<B: RequestBody>(
                 }
                 last = Some(e);
             }
-            first => return Ok(Started { request_id, _in_flight: in_flight, stream, first: Some(first) }),
+            first => {
+                if let Some(b) = booking.as_mut() {
+                    b.prefill_done();
+                }
+                return Ok(Started {
+                    request_id,
+                    _in_flight: in_flight,
+                    _booking: booking,
+                    stream,
+                    first: Some(first),
+                });
+            }
         }
     }
     Err(match last {

@@ -47,6 +47,8 @@ pub enum ShardMsg {
     Snapshot(flume::Sender<Snapshot>),
     /// Install a new Registry snapshot (requests in flight keep the old one).
     Registry(Arc<Registry>),
+    /// Install this shard's KV index replica (`--router-mode kv`).
+    KvReplica(Box<crate::router::kv::replica::IndexReplica>),
     /// Stop accepting, drain, exit.
     Shutdown,
 }
@@ -66,6 +68,8 @@ pub struct ShardCtx {
     pub plane: crate::plane::client::RequestPlane,
     /// This shard's worker selection (`--router-mode`) and in-flight counts.
     pub router: crate::router::Router,
+    /// This shard's KV index replica and bookings (`--router-mode kv`).
+    pub kv: crate::router::kv::select::KvSelector,
     /// Tokenizer helper threads for long prompts, by model directory (started on first use).
     pub offloads: RefCell<std::collections::HashMap<std::path::PathBuf, Rc<crate::tokenize::offload::Offload>>>,
     pub shared: Arc<Shared>,
@@ -162,6 +166,13 @@ impl Server {
             for s in &inboxes {
                 let _ = s.send(ShardMsg::Registry(registry.clone()));
             }
+        }
+    }
+
+    /// Give shard `i` the KV index replica `replicas[i]` (`--router-mode kv`).
+    pub fn install_kv(&self, replicas: Vec<crate::router::kv::replica::IndexReplica>) {
+        for (s, r) in self.inboxes.iter().zip(replicas) {
+            let _ = s.send(ShardMsg::KvReplica(Box::new(r)));
         }
     }
 
@@ -266,6 +277,7 @@ async fn shard_main(id: usize, listener: std::net::TcpListener, inbox: flume::Re
                 .unwrap_or(crate::router::Mode::RoundRobin),
             (id as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ std::process::id() as u64,
         ),
+        kv: crate::router::kv::select::KvSelector::new(crate::router::kv::cost::CostParams::default()),
         offloads: RefCell::new(std::collections::HashMap::new()),
         shared: shared.clone(),
         metrics: ShardMetrics::default(),
@@ -326,6 +338,7 @@ async fn inbox_loop(ctx: Rc<ShardCtx>, inbox: flume::Receiver<ShardMsg>) {
                 let _ = reply.send(ctx.metrics.snapshot());
             }
             ShardMsg::Registry(reg) => *ctx.registry.borrow_mut() = reg,
+            ShardMsg::KvReplica(r) => ctx.kv.install(*r),
             ShardMsg::Shutdown => ctx.gate.close(),
         }
     }

@@ -1,14 +1,16 @@
 //! KV-cache-aware routing building blocks: block hashing ([`hash`]), decoding of worker KV
 //! events ([`events`]), the block index ([`index`]) and its per-shard replicas fed by
 //! lock-free rings from the event-ingest thread ([`replica`]), and Dynamo's cost and choice
-//! among candidates ([`cost`]). Active-sequence tracking and the `kv` router mode are not
-//! wired in yet.
+//! among candidates ([`cost`]); the event-ingest thread ([`ingest`]) and the per-shard
+//! selection with active-sequence bookings ([`select`]) that make `--router-mode kv`.
 
 pub mod cost;
 pub mod events;
 pub mod hash;
 pub mod index;
+pub mod ingest;
 pub mod replica;
+pub mod select;
 
 pub use index::{BlockPair, IndexOp, IndexStats, KvIndex, Owner};
 pub use replica::{channel, IndexFeed, IndexReplica};

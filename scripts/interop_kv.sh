@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# KV-aware routing against real Dynamo 1.6.1 workers: four `python -m dynamo.mocker` workers
+# with small KV caches (file discovery, ZMQ KV events), the same prefix-sharing workload
+# (300 requests one at a time over 20 prompt families: a long shared system prompt, a short
+# unique tail; fixed seed) through
+#   1. switchyard --router-mode kv,
+#   2. switchyard --router-mode round-robin,
+#   3. python -m dynamo.frontend --router-mode kv,
+# each with freshly started workers (empty caches). Reports each cached-token ratio (sum of
+# usage.prompt_tokens_details.cached_tokens / prompt tokens) and requires switchyard kv to be
+# at least Dynamo's kv (less a small tolerance, KV_TOLERANCE, default 0.03) and clearly above
+# round-robin. Root, loopback-only network namespace (like scripts/interop.sh).
+#
+# Usage: bash scripts/interop_kv.sh     (SWITCHYARD_BIN: a binary already built)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/real-dynamo-env.sh
+enter_loopback_namespace "$0" "$@"
+TOL=${KV_TOLERANCE:-0.03}
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/switchyard-kv.XXXXXX")
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  sleep 1
+  for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+fail() {
+  echo "FAIL: $*" >&2
+  for log in "$WORK"/*.log; do echo "---- $(basename "$log")" >&2; tail -n 15 "$log" >&2; done
+  exit 1
+}
+
+run() { # label frontend-command...: prints the cached-token ratio
+  local label=$1; shift
+  export DYN_FILE_KV="$WORK/kv-$label"
+  mkdir -p "$DYN_FILE_KV"
+  local pids=()
+  for i in 1 2 3 4; do
+    "$PY" -m dynamo.mocker --model-path "$MODEL_DIR" --model-name qwen3 --discovery-backend file \
+      --request-plane tcp --event-plane zmq --block-size 16 --num-gpu-blocks-override 160 \
+      --speedup-ratio 20 >"$WORK/$label-mocker$i.log" 2>&1 &
+    pids+=($!); PIDS+=($!)
+  done
+  for _ in $(seq 1 120); do
+    [ "$(find "$DYN_FILE_KV/v1/instances" -name '*generate*' 2>/dev/null | wc -l)" -ge 4 ] && break
+    sleep 0.5
+  done
+  "$@" --discovery-backend file --http-host 127.0.0.1 --http-port 18500 >"$WORK/$label-frontend.log" 2>&1 &
+  local fe=$!; PIDS+=($fe)
+  for _ in $(seq 1 120); do
+    curl -s -m 2 localhost:18500/v1/models | grep -q '"qwen3"' && break
+    sleep 0.5
+  done
+  sleep 3 # every frontend has subscribed to every worker's events
+  local ratio
+  ratio=$("$PY" scripts/interop_client.py prefix --base-url http://127.0.0.1:18500/v1 --model qwen3 \
+    --requests 300 --concurrency 1) \
+    || fail "$label: the workload failed"
+  kill "$fe" "${pids[@]}" 2>/dev/null || true
+  wait "$fe" "${pids[@]}" 2>/dev/null || true
+  local subs; subs=$(grep -c "kv events: subscribed" "$WORK/$label-frontend.log" || true)
+  if [[ "$label" == switchyard-kv ]] && [ "$subs" -lt 4 ]; then
+    fail "$label: subscribed to $subs of 4 workers' kv-events publishers"
+  fi
+  echo "$ratio"
+}
+
+kv=$(run switchyard-kv "$BIN" --router-mode kv)
+echo "switchyard --router-mode kv:          cached-token ratio $kv"
+rr=$(run switchyard-rr "$BIN" --router-mode round-robin)
+echo "switchyard --router-mode round-robin: cached-token ratio $rr"
+dyn=$(run dynamo-kv "$PY" -m dynamo.frontend --request-plane tcp --router-mode kv)
+echo "dynamo.frontend --router-mode kv:     cached-token ratio $dyn"
+python3 - "$kv" "$rr" "$dyn" "$TOL" <<'PYEOF' || fail "cached-token ratios"
+import sys
+kv, rr, dyn, tol = map(float, sys.argv[1:])
+assert kv >= dyn - tol, f"switchyard kv {kv:.3f} below Dynamo kv {dyn:.3f} (tolerance {tol})"
+assert kv >= rr + 0.1, f"switchyard kv {kv:.3f} not clearly above round-robin {rr:.3f}"
+print(f"ok: kv {kv:.3f} >= dynamo {dyn:.3f} - {tol}, and > round-robin {rr:.3f} + 0.1")
+PYEOF

@@ -1,0 +1,21 @@
+# Sourced by the scripts that run real Dynamo 1.6.1 processes (interop.sh, interop_kv.sh).
+# `enter_loopback_namespace "$0" "$@"`: outside the namespace, install what they need (the
+# Dynamo venv, Debian servers, model files, a release build unless SWITCHYARD_BIN names a
+# binary) and re-run the script inside a loopback-only network namespace (Dynamo's event
+# publishers bind 0.0.0.0); inside, bring `lo` up and set the common variables.
+enter_loopback_namespace() {
+  local script=$1; shift
+  if [ "${1:-}" != "--inside" ]; then
+    bash scripts/install-dynamo.sh >/dev/null
+    bash scripts/install-system.sh >/dev/null
+    bash scripts/fetch-models.sh qwen3 >/dev/null
+    [ -n "${SWITCHYARD_BIN:-}" ] || cargo build --release --quiet
+    exec unshare -n bash "$script" --inside
+  fi
+  ip link set lo up
+  VENV=${VENV:-${HOME:-/root}/.cache/switchyard-dynamo-venv}
+  PY="$VENV/bin/python"
+  BIN=${SWITCHYARD_BIN:-${CARGO_TARGET_DIR:-target}/release/switchyard}
+  MODEL_DIR=${SWITCHYARD_MODELS:-$HOME/.cache/switchyard-models}/qwen3
+  export DYN_TCP_RPC_HOST=127.0.0.1 DYN_TCP_RESPONSE_STREAM_HOST=127.0.0.1 DYN_EVENT_PLANE_HOST=127.0.0.1
+}

@@ -1,0 +1,228 @@
+//! `--router-mode kv` on one shard: the shard's index replica, its active-sequence
+//! bookings, and the choice of a worker for a prompt (spec: KV routing §7).
+//!
+//! For each request: the prompt's local block hashes (§5.2) and their chained sequence
+//! hashes (§5.3), the shard's replica brought up to date and asked for each worker's overlap
+//! (§6.1), then Dynamo's cost per candidate ([`super::cost`]) from the overlap and this shard's
+//! bookings, and the cheapest candidate (random among ties). The chosen worker is *booked*
+//! (§7.3): its active prefill tokens grow by the uncached part of the prompt until the first
+//! answer arrives, its active block set takes the prompt's sequence hashes until the answer
+//! ends ([`Booking`]).
+//!
+//! Bookings are per shard: each shard is one router, as each Dynamo frontend replica is one
+//! router without `--router-replica-sync`. With one shard the decisions are Dynamo's exactly;
+//! with several, each shard sees the load it booked itself and the cache state of every
+//! worker (the index replicas all receive every event).
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use super::cost::{choose, logit, Candidate, CostParams, RequestShape};
+use super::hash::{local_block_hashes, sequence_hashes, BlockHashOptions};
+use super::replica::IndexReplica;
+use crate::registry::Worker;
+
+/// What this shard booked on one worker.
+#[derive(Debug, Default)]
+struct Active {
+    prefill_tokens: u64,
+    /// Sequence hash → requests holding it.
+    blocks: HashMap<u64, u32>,
+    requests: u32,
+}
+
+type Table = Rc<RefCell<HashMap<u64, Active>>>;
+
+/// One shard's kv router state.
+pub struct KvSelector {
+    replica: RefCell<Option<IndexReplica>>,
+    active: Table,
+    params: CostParams,
+}
+
+/// A request's hold on its worker's load; released on drop (answer ended or abandoned).
+pub struct Booking {
+    table: Table,
+    worker: u64,
+    prefill_tokens: u64,
+    blocks: Vec<u64>,
+}
+
+impl Booking {
+    /// The worker's first answer arrived: the prompt's prefill is done.
+    pub fn prefill_done(&mut self) {
+        if let Some(a) = self.table.borrow_mut().get_mut(&self.worker) {
+            a.prefill_tokens = a.prefill_tokens.saturating_sub(self.prefill_tokens);
+        }
+        self.prefill_tokens = 0;
+    }
+}
+
+impl Drop for Booking {
+    fn drop(&mut self) {
+        let mut t = self.table.borrow_mut();
+        let Some(a) = t.get_mut(&self.worker) else { return };
+        a.prefill_tokens = a.prefill_tokens.saturating_sub(self.prefill_tokens);
+        a.requests = a.requests.saturating_sub(1);
+        for h in &self.blocks {
+            if let Some(n) = a.blocks.get_mut(h) {
+                *n -= 1;
+                if *n == 0 {
+                    a.blocks.remove(h);
+                }
+            }
+        }
+        if a.requests == 0 && a.blocks.is_empty() && a.prefill_tokens == 0 {
+            t.remove(&self.worker);
+        }
+    }
+}
+
+/// The outcome of a kv choice, for logs and metrics.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Choice {
+    pub index: usize,
+    pub overlap_blocks: u32,
+    pub logit: f64,
+}
+
+impl KvSelector {
+    pub fn new(params: CostParams) -> KvSelector {
+        KvSelector { replica: RefCell::new(None), active: Rc::default(), params }
+    }
+
+    /// Install this shard's index replica (sent once by the event-ingest side).
+    pub fn install(&self, replica: IndexReplica) {
+        *self.replica.borrow_mut() = Some(replica);
+    }
+
+    /// Whether a replica is installed.
+    pub fn ready(&self) -> bool {
+        self.replica.borrow().is_some()
+    }
+
+    /// Choose among `workers[i]` for `i` in `usable` for the prompt `tokens` (block size
+    /// `block_size`), and book the chosen one. `None` when `usable` is empty.
+    pub fn choose(
+        &self,
+        workers: &[Worker],
+        usable: &[usize],
+        tokens: &[u32],
+        block_size: u32,
+        rand: impl FnMut() -> u64,
+    ) -> Option<(Choice, Booking)> {
+        if usable.is_empty() {
+            return None;
+        }
+        let block_size = block_size.max(1);
+        let local = local_block_hashes(tokens, block_size, &BlockHashOptions::default());
+        let seq = sequence_hashes(&local);
+        let overlaps = match self.replica.borrow_mut().as_mut() {
+            Some(r) => {
+                r.drain(usize::MAX);
+                r.find_matches(&local)
+            }
+            None => Vec::new(),
+        };
+        let overlap_of = |id: u64| {
+            overlaps.iter().filter(|(o, _)| o.worker_id == id && o.dp_rank == 0).map(|(_, n)| *n).max().unwrap_or(0)
+        };
+        let table = self.active.borrow();
+        let min_prefill = usable
+            .iter()
+            .map(|&i| table.get(&workers[i].instance_id).map_or(0, |a| a.prefill_tokens))
+            .min()
+            .unwrap_or(0);
+        let shape = RequestShape { isl: tokens.len() as u64, block_size, min_active_prefill_tokens: min_prefill };
+        let mut logits = smallvec::SmallVec::<[f64; 16]>::new();
+        let mut cands = smallvec::SmallVec::<[Candidate; 16]>::new();
+        for &i in usable {
+            let id = workers[i].instance_id;
+            let a = table.get(&id);
+            let held = a.map_or(0, |a| a.blocks.len() as u64);
+            let new = a.map_or(seq.len() as u64, |a| seq.iter().filter(|h| !a.blocks.contains_key(h)).count() as u64);
+            let c = Candidate {
+                overlap_blocks: overlap_of(id).min(local.len() as u32),
+                active_prefill_tokens: a.map_or(0, |a| a.prefill_tokens),
+                decode_blocks: held + new,
+                active_requests: a.map_or(0, |a| a.requests),
+                ..Candidate::default()
+            };
+            logits.push(logit(&self.params, &shape, &c));
+            cands.push(c);
+        }
+        drop(table);
+        let k = choose(&logits, self.params.temperature, rand)?;
+        let index = usable[k];
+        let worker = workers[index].instance_id;
+        let cached = (u64::from(cands[k].overlap_blocks) * u64::from(block_size)).min(tokens.len() as u64);
+        let prefill_tokens = tokens.len() as u64 - cached;
+        let mut t = self.active.borrow_mut();
+        let a = t.entry(worker).or_default();
+        a.prefill_tokens += prefill_tokens;
+        a.requests += 1;
+        for h in &seq {
+            *a.blocks.entry(*h).or_insert(0) += 1;
+        }
+        let booking = Booking { table: self.active.clone(), worker, prefill_tokens, blocks: seq };
+        Some((Choice { index, overlap_blocks: cands[k].overlap_blocks, logit: logits[k] }, booking))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::router::kv::index::{BlockPair, IndexOp, Owner};
+    use crate::router::kv::replica::channel;
+
+    fn workers(n: usize) -> Vec<Worker> {
+        crate::router::test_workers(n, &[])
+    }
+
+    fn counter() -> impl FnMut() -> u64 {
+        let mut n = 7u64;
+        move || {
+            n = n.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            n
+        }
+    }
+
+    /// Worker `id` stores the first `blocks` full blocks of `tokens`, as its events say.
+    fn store(feed: &mut crate::router::kv::replica::IndexFeed, id: u64, tokens: &[u32], blocks: usize) {
+        let local = local_block_hashes(tokens, 16, &BlockHashOptions::default());
+        let seq = sequence_hashes(&local);
+        let pairs: Vec<BlockPair> =
+            (0..blocks).map(|i| BlockPair { block_hash: seq[i], tokens_hash: local[i] }).collect();
+        let owner = Owner { worker_id: id, dp_rank: 0 };
+        feed.publish(IndexOp::Stored { owner, parent_hash: None, blocks: pairs.into() });
+    }
+
+    #[test]
+    fn cached_prefix_wins_and_bookings_follow_the_answer() {
+        let w = workers(2);
+        let (mut feed, mut replicas) = channel(1, 64);
+        let sel = KvSelector::new(CostParams::default());
+        sel.install(replicas.pop().unwrap());
+        let prompt: Vec<u32> = (1000..1200).collect();
+        // Nothing cached, idle: 200/16 + 12 = 24.5 on either; a tie.
+        let (c, b) = sel.choose(&w, &[0, 1], &prompt, 16, counter()).unwrap();
+        assert_eq!((c.overlap_blocks, c.logit), (0, 24.5));
+        drop(b);
+        // Worker 101 holds 12 blocks: (12.5 − 12) + 12 = 12.5 beats 24.5.
+        store(&mut feed, 101, &prompt, 12);
+        feed.flush();
+        let (c, mut b) = sel.choose(&w, &[0, 1], &prompt, 16, counter()).unwrap();
+        assert_eq!((c.index, c.overlap_blocks, c.logit), (1, 12, 12.5));
+        // While that request prefills (8 uncached tokens booked) a fresh 200-token prompt
+        // costs more on 101: (8 + 200)/16 + (12 ∪ 12 new = 24) = 37 vs 24.5 on 100.
+        let other: Vec<u32> = (30000..30200).collect();
+        let (c2, b2) = sel.choose(&w, &[0, 1], &other, 16, counter()).unwrap();
+        assert_eq!((c2.index, c2.logit), (0, 24.5));
+        drop(b2);
+        b.prefill_done();
+        drop(b);
+        assert!(sel.active.borrow().is_empty(), "every booking released");
+        assert!(sel.choose(&w, &[], &prompt, 16, counter()).is_none());
+    }
+}

@@ -557,8 +557,11 @@ mod tests {
         run(&["--discovery-backend", "file"], &[]).unwrap();
         assert!(run(&["--discovery-backend", "mem"], &[]).is_err());
         run(&["--router-mode", "least-loaded"], &[]).unwrap();
-        let e = run(&["--router-mode", "kv"], &[]).unwrap_err();
-        assert!(e.message.contains("--router-mode kv"), "{}", e.message);
+        run(&["--router-mode", "kv"], &[]).unwrap();
+        let e = run(&["--router-mode", "kv", "--no-router-kv-events"], &[]).unwrap_err();
+        assert!(e.message.contains("--router-kv-events false"), "{}", e.message);
+        let e = run(&["--migration-limit", "3"], &[]).unwrap_err();
+        assert!(e.message.contains("--migration-limit 3"), "{}", e.message);
         let e = run(&[], &[("DYN_HTTP_SSE_KEEP_ALIVE_INTERVAL_MS", "100")]).unwrap_err();
         assert!(e.message.contains("DYN_HTTP_SSE_KEEP_ALIVE_INTERVAL_MS"));
         // Defaults given explicitly are fine.

@@ -869,3 +869,47 @@ proptest! {
         prop_assert_eq!(tp.body, &b[..]);
     }
 }
+
+/// `msgpack_len` measures exactly one value, for every marker family rmp writes.
+#[test]
+fn msgpack_len_measures_one_value() {
+    use switchyard::plane::payload::msgpack_len;
+    let long = "x".repeat(70_000);
+    let values = [
+        serde_json::json!(null),
+        serde_json::json!([
+            true,
+            false,
+            0,
+            127,
+            128,
+            255,
+            256,
+            65535,
+            65536,
+            4294967296u64,
+            -1,
+            -33,
+            -129,
+            -40000,
+            -3000000000i64
+        ]),
+        serde_json::json!({"a": 1.5, "b": [1, [2, [3, {"c": "d"}]]], "e": {}}),
+        serde_json::json!(["", "a".repeat(31), "b".repeat(32), "c".repeat(255), "d".repeat(256), long]),
+        serde_json::json!((0..20).collect::<Vec<u32>>()),
+        serde_json::json!((0..70_000).map(|i| i % 3).collect::<Vec<u32>>()),
+    ];
+    for v in &values {
+        let bytes = rmp_serde::to_vec_named(v).unwrap();
+        assert_eq!(msgpack_len(&bytes), Some(bytes.len()), "{v}");
+        let mut more = bytes.clone();
+        more.extend_from_slice(&[0xc0, 0x01]);
+        assert_eq!(msgpack_len(&more), Some(bytes.len()));
+        assert_eq!(msgpack_len(&bytes[..bytes.len() - 1]), None, "truncated");
+    }
+    // Binary, float32 and ext markers.
+    let mut b = vec![0x94, 0xc4, 3, 1, 2, 3, 0xca, 0x3f, 0xc0, 0, 0, 0xd6, 7, 9, 9, 9, 9, 0xc8, 0x01, 0x2c, 7];
+    b.extend_from_slice(&[0; 300]);
+    assert_eq!(msgpack_len(&b), Some(b.len()));
+    assert_eq!(msgpack_len(&[0xc1]), None);
+}

@@ -63,17 +63,68 @@ impl Codec {
     pub fn decode<T: DeserializeOwned>(self, bytes: &[u8]) -> Result<T, PlaneError> {
         match self {
             Codec::Msgpack => {
-                let mut de = rmp_serde::Deserializer::new(bytes);
+                // The borrowing reader: strings and binaries are read in place, not copied
+                // through an intermediate buffer first.
+                let mut de = rmp_serde::Deserializer::from_read_ref(bytes);
                 let v = T::deserialize(&mut de).map_err(|e| PlaneError::codec("msgpack body", e))?;
-                let rest = de.into_inner();
-                if !rest.is_empty() {
-                    return Err(PlaneError::codec("msgpack body", format!("{} trailing bytes", rest.len())));
+                match msgpack_len(bytes) {
+                    Some(n) if n == bytes.len() => Ok(v),
+                    Some(n) => Err(PlaneError::codec("msgpack body", format!("{} trailing bytes", bytes.len() - n))),
+                    None => Err(PlaneError::codec("msgpack body", "truncated value")),
                 }
-                Ok(v)
             }
             Codec::Json => serde_json::from_slice(bytes).map_err(|e| PlaneError::codec("json body", e)),
         }
     }
+}
+
+/// Length in bytes of the first msgpack value in `b` (`None`: truncated or not msgpack).
+/// Walks the structure without decoding it: a count of values still to skip, no recursion.
+pub fn msgpack_len(b: &[u8]) -> Option<usize> {
+    let mut pos = 0usize;
+    let mut pending = 1u64;
+    let be = |at: usize, n: usize| -> Option<u64> {
+        let s = b.get(at..at + n)?;
+        Some(s.iter().fold(0u64, |acc, &x| (acc << 8) | u64::from(x)))
+    };
+    while pending > 0 {
+        pending -= 1;
+        let m = *b.get(pos)?;
+        pos += 1;
+        // (bytes of payload to skip, values that follow)
+        let (skip, values): (u64, u64) = match m {
+            0x00..=0x7f | 0xe0..=0xff | 0xc0 | 0xc2 | 0xc3 => (0, 0),
+            0x80..=0x8f => (0, 2 * u64::from(m & 0x0f)),
+            0x90..=0x9f => (0, u64::from(m & 0x0f)),
+            0xa0..=0xbf => (u64::from(m & 0x1f), 0),
+            0xc4 | 0xd9 => (be(pos, 1)? + 1, 0),
+            0xc5 | 0xda => (be(pos, 2)? + 2, 0),
+            0xc6 | 0xdb => (be(pos, 4)? + 4, 0),
+            0xc7 => (be(pos, 1)? + 2, 0),
+            0xc8 => (be(pos, 2)? + 3, 0),
+            0xc9 => (be(pos, 4)? + 5, 0),
+            0xca | 0xce | 0xd2 => (4, 0),
+            0xcb | 0xcf | 0xd3 => (8, 0),
+            0xcc | 0xd0 => (1, 0),
+            0xcd | 0xd1 => (2, 0),
+            0xd4 => (2, 0),
+            0xd5 => (3, 0),
+            0xd6 => (5, 0),
+            0xd7 => (9, 0),
+            0xd8 => (17, 0),
+            0xdc => (2, be(pos, 2)?),
+            0xdd => (4, be(pos, 4)?),
+            0xde => (2, 2 * be(pos, 2)?),
+            0xdf => (4, 2 * be(pos, 4)?),
+            0xc1 => return None,
+        };
+        pos = pos.checked_add(usize::try_from(skip).ok()?)?;
+        if pos > b.len() {
+            return None;
+        }
+        pending = pending.checked_add(values)?;
+    }
+    Some(pos)
 }
 
 // ---------------------------------------------------------------- request control message

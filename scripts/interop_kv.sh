@@ -60,6 +60,17 @@ run() { # label seed frontend-command...: prints the cached-token ratio
   ratio=$("$PY" scripts/interop_client.py prefix --base-url http://127.0.0.1:18500/v1 --model qwen3 \
     --requests 300 --concurrency 1 --seed "$seed") \
     || fail "$label: the workload failed"
+  if [[ "$label" == switchyard-kv ]]; then
+    # Its own counters agree: 300 kv decisions, cached prefixes credited.
+    curl -s -m 5 localhost:18500/metrics | python3 -c '
+import sys
+d = o = 0
+for line in sys.stdin:
+    if line.startswith("switchyard_kv_router_decisions_total{"): d += int(line.split()[-1])
+    if line.startswith("switchyard_kv_router_overlap_blocks_total "): o = int(line.split()[-1])
+assert d == 300 and o > 0, f"kv router metrics: {d} decisions, {o} overlap blocks"
+' >&2 || fail "$label: kv router metrics"
+  fi
   kill "$fe" "${pids[@]}" 2>/dev/null || true
   wait "$fe" "${pids[@]}" 2>/dev/null || true
   local subs; subs=$(grep -c "kv events: subscribed" "$WORK/$label-$seed-frontend.log" || true)

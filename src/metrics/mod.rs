@@ -165,6 +165,7 @@ impl ShardMetrics {
             failures: self.failures.each_ref().map(Cell::get),
             tokenizer: self.tokenizer.borrow().clone(),
             models: self.models.borrow().iter().cloned().collect(),
+            kv: Default::default(),
         }
     }
 }
@@ -183,6 +184,8 @@ pub struct Snapshot {
     pub tokenizer: TokenizerLatency,
     /// Per-model request families, by model name.
     pub models: BTreeMap<String, ModelStats>,
+    /// The kv router's counters (`--router-mode kv`; filled in by the shard).
+    pub kv: crate::router::kv::select::KvStats,
 }
 
 impl Snapshot {
@@ -201,6 +204,7 @@ impl Snapshot {
         for (a, b) in self.tokenizer.0.iter_mut().zip(&other.tokenizer.0) {
             a.merge(b);
         }
+        self.kv.merge(&other.kv);
         for (model, stats) in &other.models {
             match self.models.get_mut(model) {
                 Some(m) => m.merge(stats),
@@ -282,6 +286,30 @@ fn render_frontend(blocks: &mut Blocks, prefix: &str, s: &Snapshot, served: &[Se
     }
 }
 
+/// The kv router's families (only once it routed or indexed something).
+fn render_kv(out: &mut String, kv: &crate::router::kv::select::KvStats) {
+    if kv.decisions.is_empty() && kv.index_ops == 0 {
+        return;
+    }
+    header(out, "switchyard_kv_router_decisions_total", "counter", "Requests routed by the kv router, by worker");
+    for (w, n) in &kv.decisions {
+        let _ = writeln!(out, "switchyard_kv_router_decisions_total{{worker_id=\"{w}\"}} {n}");
+    }
+    header(
+        out,
+        "switchyard_kv_router_overlap_blocks_total",
+        "counter",
+        "Cached prefix blocks of the chosen workers, summed over decisions",
+    );
+    let _ = writeln!(out, "switchyard_kv_router_overlap_blocks_total {}", kv.overlap_blocks);
+    header(out, "switchyard_kv_router_prompt_blocks_total", "counter", "Full prompt blocks, summed over decisions");
+    let _ = writeln!(out, "switchyard_kv_router_prompt_blocks_total {}", kv.prompt_blocks);
+    header(out, "switchyard_kv_index_ops_total", "counter", "KV events applied to a shard's index replica");
+    let _ = writeln!(out, "switchyard_kv_index_ops_total {}", kv.index_ops);
+    header(out, "switchyard_kv_index_blocks", "gauge", "Blocks held in a shard's index replica");
+    let _ = writeln!(out, "switchyard_kv_index_blocks {}", kv.index_blocks);
+}
+
 /// Prometheus text exposition (format 0.0.4) of a merged snapshot; `served` lists the models
 /// of the scraping shard's Registry snapshot.
 pub fn render(prefix: &str, s: &Snapshot, served: &[ServedModel<'_>], uptime_secs: f64, shards_total: usize) -> String {
@@ -304,6 +332,7 @@ pub fn render(prefix: &str, s: &Snapshot, served: &[ServedModel<'_>], uptime_sec
     let _ = writeln!(out, "switchyard_http_connections_accepted_total {}", s.connections_accepted);
     header(&mut out, "switchyard_http_connections_open", "gauge", "HTTP connections open now");
     let _ = writeln!(out, "switchyard_http_connections_open {}", s.connections_open);
+    render_kv(&mut out, &s.kv);
     header(&mut out, "switchyard_shards", "gauge", "Shard threads running, and how many answered this scrape");
     let _ = writeln!(out, "switchyard_shards{{state=\"running\"}} {shards_total}");
     let _ = writeln!(out, "switchyard_shards{{state=\"answered\"}} {}", s.shards);

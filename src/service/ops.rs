@@ -78,6 +78,7 @@ const SCRAPE_WAIT: Duration = Duration::from_secs(2);
 pub async fn metrics(ctx: &ShardCtx) -> Response {
     let shared = &ctx.shared;
     let mut merged = ctx.metrics.snapshot();
+    merged.kv = ctx.kv.stats();
     let (tx, rx) = flume::bounded(shared.inboxes.len());
     let mut asked = 0;
     for (i, inbox) in shared.inboxes.iter().enumerate() {

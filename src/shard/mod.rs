@@ -335,7 +335,9 @@ async fn inbox_loop(ctx: Rc<ShardCtx>, inbox: flume::Receiver<ShardMsg>) {
     while let Ok(msg) = inbox.recv_async().await {
         match msg {
             ShardMsg::Snapshot(reply) => {
-                let _ = reply.send(ctx.metrics.snapshot());
+                let mut snap = ctx.metrics.snapshot();
+                snap.kv = ctx.kv.stats();
+                let _ = reply.send(snap);
             }
             ShardMsg::Registry(reg) => *ctx.registry.borrow_mut() = reg,
             ShardMsg::KvReplica(r) => ctx.kv.install(*r),

@@ -39,6 +39,35 @@ pub struct KvSelector {
     replica: RefCell<Option<IndexReplica>>,
     active: Table,
     params: CostParams,
+    stats: RefCell<KvStats>,
+}
+
+/// Counters of the kv router on one shard (or merged over shards), for `/metrics`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KvStats {
+    /// Requests routed, by worker instance id.
+    pub decisions: std::collections::BTreeMap<u64, u64>,
+    /// Σ over decisions of the chosen worker's cached prefix, in blocks.
+    pub overlap_blocks: u64,
+    /// Σ over decisions of the prompt's full blocks.
+    pub prompt_blocks: u64,
+    /// Index ops applied to the replica (each shard applies every op; merged: the largest).
+    pub index_ops: u64,
+    /// Blocks in the replica now (merged: the largest).
+    pub index_blocks: u64,
+}
+
+impl KvStats {
+    /// Add `other` (another shard's) into `self`.
+    pub fn merge(&mut self, other: &KvStats) {
+        for (w, n) in &other.decisions {
+            *self.decisions.entry(*w).or_insert(0) += n;
+        }
+        self.overlap_blocks += other.overlap_blocks;
+        self.prompt_blocks += other.prompt_blocks;
+        self.index_ops = self.index_ops.max(other.index_ops);
+        self.index_blocks = self.index_blocks.max(other.index_blocks);
+    }
 }
 
 /// A request's hold on its worker's load; released on drop (answer ended or abandoned).
@@ -89,12 +118,23 @@ pub struct Choice {
 
 impl KvSelector {
     pub fn new(params: CostParams) -> KvSelector {
-        KvSelector { replica: RefCell::new(None), active: Rc::default(), params }
+        KvSelector { replica: RefCell::new(None), active: Rc::default(), params, stats: RefCell::default() }
     }
 
     /// Install this shard's index replica (sent once by the event-ingest side).
     pub fn install(&self, replica: IndexReplica) {
         *self.replica.borrow_mut() = Some(replica);
+    }
+
+    /// This shard's counters (the replica brought up to date first).
+    pub fn stats(&self) -> KvStats {
+        let mut st = self.stats.borrow().clone();
+        if let Some(r) = self.replica.borrow_mut().as_mut() {
+            st.index_ops += r.drain(usize::MAX) as u64;
+            self.stats.borrow_mut().index_ops = st.index_ops;
+            st.index_blocks = r.index().indexed_blocks() as u64;
+        }
+        st
     }
 
     /// Whether a replica is installed.
@@ -120,7 +160,7 @@ impl KvSelector {
         let seq = sequence_hashes(&local);
         let overlaps = match self.replica.borrow_mut().as_mut() {
             Some(r) => {
-                r.drain(usize::MAX);
+                self.stats.borrow_mut().index_ops += r.drain(usize::MAX) as u64;
                 r.find_matches(&local)
             }
             None => Vec::new(),
@@ -166,6 +206,10 @@ impl KvSelector {
             *a.blocks.entry(*h).or_insert(0) += 1;
         }
         let booking = Booking { table: self.active.clone(), worker, prefill_tokens, blocks: seq };
+        let mut st = self.stats.borrow_mut();
+        *st.decisions.entry(worker).or_insert(0) += 1;
+        st.overlap_blocks += u64::from(cands[k].overlap_blocks);
+        st.prompt_blocks += local.len() as u64;
         Some((Choice { index, overlap_blocks: cands[k].overlap_blocks, logit: logits[k] }, booking))
     }
 }
@@ -223,6 +267,9 @@ mod tests {
         b.prefill_done();
         drop(b);
         assert!(sel.active.borrow().is_empty(), "every booking released");
+        let st = sel.stats();
+        assert_eq!(st.decisions.values().sum::<u64>(), 3);
+        assert_eq!((st.overlap_blocks, st.prompt_blocks, st.index_ops, st.index_blocks), (12, 36, 1, 12));
         assert!(sel.choose(&w, &[], &prompt, 16, counter()).is_none());
     }
 }

@@ -102,33 +102,34 @@ type Item = Annotated<LLMEngineOutput>;
 
 // ---------------------------------------------------------------- generic drivers
 
-/// Decode all request frames of a connection, feeding the bytes in the given pieces.
-fn decode_reqs(pieces: &[&[u8]]) -> Vec<RequestFrame> {
-    let dec = RequestFrameDecoder::new(MAX);
+/// Feeds `pieces` one after another into a buffer and collects every frame `decode` takes off
+/// it; all bytes must be used (`what` names them in the failure).
+fn feed<T>(
+    pieces: &[&[u8]],
+    what: &str,
+    mut decode: impl FnMut(&mut BytesMut) -> Result<Decoded<T>, switchyard::plane::PlaneError>,
+) -> Vec<T> {
     let mut buf = BytesMut::new();
     let mut out = Vec::new();
     for p in pieces {
         buf.extend_from_slice(p);
-        while let Decoded::Frame(f) = dec.decode(&mut buf).unwrap() {
+        while let Decoded::Frame(f) = decode(&mut buf).unwrap() {
             out.push(f);
         }
     }
-    assert!(buf.is_empty(), "trailing request bytes");
+    assert!(buf.is_empty(), "trailing {what} bytes");
     out
+}
+
+/// Decode all request frames of a connection, feeding the bytes in the given pieces.
+fn decode_reqs(pieces: &[&[u8]]) -> Vec<RequestFrame> {
+    let dec = RequestFrameDecoder::new(MAX);
+    feed(pieces, "request", |b| dec.decode(b))
 }
 
 fn decode_acks(pieces: &[&[u8]]) -> Vec<Ack> {
     let dec = AckDecoder::new(MAX);
-    let mut buf = BytesMut::new();
-    let mut out = Vec::new();
-    for p in pieces {
-        buf.extend_from_slice(p);
-        while let Decoded::Frame(a) = dec.decode(&mut buf).unwrap() {
-            out.push(a);
-        }
-    }
-    assert!(buf.is_empty());
-    out
+    feed(pieces, "ack", |b| dec.decode(b))
 }
 
 fn decode_stream<T: serde::de::DeserializeOwned>(codec: Codec, pieces: &[&[u8]]) -> (Vec<StreamEvent<T>>, bool) {
@@ -153,16 +154,7 @@ fn decode_stream<T: serde::de::DeserializeOwned>(codec: Codec, pieces: &[&[u8]])
 
 fn decode_two_parts(pieces: &[&[u8]]) -> Vec<TwoPart> {
     let dec = TwoPartDecoder::new(MAX);
-    let mut buf = BytesMut::new();
-    let mut out = Vec::new();
-    for p in pieces {
-        buf.extend_from_slice(p);
-        while let Decoded::Frame(f) = dec.decode(&mut buf).unwrap() {
-            out.push(f);
-        }
-    }
-    assert!(buf.is_empty());
-    out
+    feed(pieces, "two-part", |b| dec.decode(b))
 }
 
 fn bytewise(b: &[u8]) -> Vec<&[u8]> {

@@ -40,9 +40,23 @@ struct Builder {
     tokenizers: HashMap<PathBuf, Arc<Vec<crate::tokenize::Tokenizer>>>,
     /// Where card files served over HTTP are downloaded.
     cache: PathBuf,
+    /// Verified model directories by card checksum (`mdc_sum`, which covers every file's
+    /// checksum): a card is verified (and its files fetched) once, not on every rebuild.
+    dirs: HashMap<String, PathBuf>,
 }
 
 impl Builder {
+    /// The card's verified local directory, from `dirs` when this card was seen before.
+    fn model_dir(&mut self, card: &crate::discovery::records::ModelCard) -> Result<PathBuf, String> {
+        let sum = card.mdc_sum();
+        if let Some(dir) = self.dirs.get(&sum) {
+            return Ok(dir.clone());
+        }
+        let dir = model_dir(card, &self.cache)?;
+        self.dirs.insert(sum, dir.clone());
+        Ok(dir)
+    }
+
     fn load(&mut self, dir: &Path) -> Result<(Arc<ModelFiles>, Arc<Vec<crate::tokenize::Tokenizer>>), String> {
         if let (Some(f), Some(t)) = (self.files.get(dir), self.tokenizers.get(dir)) {
             return Ok((f.clone(), t.clone()));
@@ -80,7 +94,7 @@ impl Builder {
             }
             let input = served.card.model_input;
             let tokens = match input {
-                ModelInput::Tokens => match model_dir(&served.card, &self.cache).and_then(|dir| self.load(&dir)) {
+                ModelInput::Tokens => match self.model_dir(&served.card).and_then(|dir| self.load(&dir)) {
                     Ok((files, tokenizers)) => Some(TokensModel { files, tokenizers }),
                     Err(e) => {
                         crate::log::error(&format!("model {}: not served: {e}", served.model));
@@ -177,8 +191,13 @@ impl Control {
                 Backend::Mem(store) => Box::new(store.source(filter)),
                 Backend::Etcd(view) => Box::new(EtcdSource::new(*view, filter)),
             };
-            let mut builder =
-                Builder { shards, files: HashMap::new(), tokenizers: HashMap::new(), cache: default_cache() };
+            let mut builder = Builder {
+                shards,
+                files: HashMap::new(),
+                tokenizers: HashMap::new(),
+                cache: default_cache(),
+                dirs: HashMap::new(),
+            };
             watch(
                 source.as_mut(),
                 &stop2,

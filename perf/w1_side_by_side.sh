@@ -9,20 +9,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "${1:-}" != "--inside" ]; then
-  bash scripts/install-dynamo.sh >/dev/null
-  bash scripts/fetch-models.sh qwen3 >/dev/null
   command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk; }
-  cargo build --release --quiet
-  exec unshare -n bash "$0" --inside
 fi
-ip link set lo up
+source scripts/real-dynamo-env.sh
+enter_loopback_namespace "$0" "$@"
 DURATION=${DURATION:-10}
 CONNS=${CONNS:-8}
 ROUNDS=${ROUNDS:-2}
-VENV=${VENV:-${HOME:-/root}/.cache/switchyard-dynamo-venv}
-BIN=${CARGO_TARGET_DIR:-target}/release/switchyard
-MODEL=${SWITCHYARD_MODELS:-$HOME/.cache/switchyard-models}/qwen3
-export DYN_TCP_RPC_HOST=127.0.0.1 DYN_TCP_RESPONSE_STREAM_HOST=127.0.0.1 DYN_EVENT_PLANE_HOST=127.0.0.1
 WORK=$(mktemp -d)
 export DYN_FILE_KV="$WORK/kv"
 PIDS=()
@@ -35,7 +28,7 @@ wrk.headers["Content-Type"] = "application/json"
 wrk.body = '{"model":"qwen3","max_tokens":1,"messages":[{"role":"system","content":"You are a helpful assistant that answers briefly and precisely."},{"role":"user","content":"Please summarise the following in one sentence: The quick brown fox jumps over the lazy dog while the cat watches from the window and the birds sing in the old oak tree near the river bank on a sunny afternoon in late spring, and the farmer counts his sheep twice because he is not sure."}]}'
 EOF
 
-taskset -c 1 "$BIN" mock-worker --model-path "$MODEL" --model-name qwen3 --fast 2>"$WORK/worker.log" &
+taskset -c 1 "$BIN" mock-worker --model-path "$MODEL_DIR" --model-name qwen3 --fast 2>"$WORK/worker.log" &
 PIDS+=($!)
 TCK=$(getconf CLK_TCK)
 cpu() { awk '{print $14+$15}' "/proc/$1/stat"; }

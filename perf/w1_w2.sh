@@ -17,23 +17,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "${1:-}" != "--inside" ]; then
-  bash scripts/install-dynamo.sh >/dev/null
-  bash scripts/fetch-models.sh qwen3 >/dev/null
   command -v valgrind >/dev/null || { apt-get update -qq && apt-get install -y -qq valgrind; }
-  cargo build --release --quiet
-  exec unshare -n bash "$0" --inside
 fi
-ip link set lo up
+source scripts/real-dynamo-env.sh
+enter_loopback_namespace "$0" "$@"
 RATE1=${RATE1:-40}
 RATE2=${RATE2:-8}
 DURATION=${DURATION:-20}
 ROUNDS=${ROUNDS:-2}
 CG_REQUESTS=${CG_REQUESTS:-200}
-VENV=${VENV:-${HOME:-/root}/.cache/switchyard-dynamo-venv}
-PY="$VENV/bin/python"
-BIN=${CARGO_TARGET_DIR:-target}/release/switchyard
-MODEL=${SWITCHYARD_MODELS:-$HOME/.cache/switchyard-models}/qwen3
-export DYN_TCP_RPC_HOST=127.0.0.1 DYN_TCP_RESPONSE_STREAM_HOST=127.0.0.1 DYN_EVENT_PLANE_HOST=127.0.0.1
 WORK=$(mktemp -d)
 export DYN_FILE_KV="$WORK/kv"
 PIDS=()
@@ -43,7 +35,7 @@ trap cleanup EXIT
 cpu() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{s += $1} END {print s}'; }
 
 for i in 1 2; do
-  taskset -c 1 "$PY" -m dynamo.mocker --model-path "$MODEL" --model-name qwen3 --discovery-backend file \
+  taskset -c 1 "$PY" -m dynamo.mocker --model-path "$MODEL_DIR" --model-name qwen3 --discovery-backend file \
     --request-plane tcp --event-plane zmq --speedup-ratio 10 >"$WORK/mocker$i.log" 2>&1 &
   PIDS+=($!)
 done

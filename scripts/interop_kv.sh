@@ -12,7 +12,14 @@
 # clearly above
 # round-robin. Root, loopback-only network namespace (like scripts/interop.sh).
 #
-# Usage: bash scripts/interop_kv.sh     (SWITCHYARD_BIN: a binary already built)
+# Then the recovery phase, on one set of four fresh mockers: a switchyard started after the
+# workers have filled their caches restores every worker's tree through its
+# worker_kv_query_source endpoint before any request; a SIGKILLed worker's blocks leave the
+# index; a worker started later (a new publisher) is restored and routed to; all without
+# restarting switchyard.
+#
+# Usage: bash scripts/interop_kv.sh     (SWITCHYARD_BIN: a binary already built;
+#        KV_PHASES="ratios recovery" by default)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/real-dynamo-env.sh
@@ -34,27 +41,40 @@ fail() {
   exit 1
 }
 
+MOCKERS=()
+start_mockers() { # log-prefix first last: mockers numbered first..last; waits for all registered
+  local i
+  [ "$2" = 1 ] && MOCKERS=()
+  for i in $(seq "$2" "$3"); do
+    "$PY" -m dynamo.mocker --model-path "$MODEL_DIR" --model-name qwen3 --discovery-backend file \
+      --request-plane tcp --event-plane zmq --block-size 16 --num-gpu-blocks-override 160 \
+      --speedup-ratio 20 >"$WORK/$1-mocker$i.log" 2>&1 &
+    MOCKERS[i]=$!; PIDS+=($!)
+  done
+  for _ in $(seq 1 120); do
+    [ "$(find "$DYN_FILE_KV/v1/instances" -name '*generate*' 2>/dev/null | wc -l)" -ge "$3" ] && break
+    sleep 0.5
+  done
+}
+start_frontend() { # log-name frontend-command...: sets FE, waits for the model
+  local log=$1; shift
+  "$@" --discovery-backend file --http-host 127.0.0.1 --http-port 18500 >"$WORK/$log.log" 2>&1 &
+  FE=$!; PIDS+=($FE)
+  for _ in $(seq 1 120); do
+    curl -s -m 2 localhost:18500/v1/models | grep -q '"qwen3"' && return 0
+    sleep 0.5
+  done
+  fail "$log: the model never appeared"
+}
+
 run() { # label seed frontend-command...: prints the cached-token ratio
   local label=$1 seed=$2; shift 2
   export DYN_FILE_KV="$WORK/kv-$label-$seed"
   mkdir -p "$DYN_FILE_KV"
-  local pids=()
-  for i in 1 2 3 4; do
-    "$PY" -m dynamo.mocker --model-path "$MODEL_DIR" --model-name qwen3 --discovery-backend file \
-      --request-plane tcp --event-plane zmq --block-size 16 --num-gpu-blocks-override 160 \
-      --speedup-ratio 20 >"$WORK/$label-$seed-mocker$i.log" 2>&1 &
-    pids+=($!); PIDS+=($!)
-  done
-  for _ in $(seq 1 120); do
-    [ "$(find "$DYN_FILE_KV/v1/instances" -name '*generate*' 2>/dev/null | wc -l)" -ge 4 ] && break
-    sleep 0.5
-  done
-  "$@" --discovery-backend file --http-host 127.0.0.1 --http-port 18500 >"$WORK/$label-$seed-frontend.log" 2>&1 &
-  local fe=$!; PIDS+=($fe)
-  for _ in $(seq 1 120); do
-    curl -s -m 2 localhost:18500/v1/models | grep -q '"qwen3"' && break
-    sleep 0.5
-  done
+  start_mockers "$label-$seed" 1 4
+  local pids=("${MOCKERS[@]}")
+  start_frontend "$label-$seed-frontend" "$@"
+  local fe=$FE
   sleep 3 # every frontend has subscribed to every worker's events
   local ratio
   ratio=$("$PY" scripts/interop_client.py prefix --base-url http://127.0.0.1:18500/v1 --model qwen3 \
@@ -80,6 +100,54 @@ assert d == 300 and o > 0, f"kv router metrics: {d} decisions, {o} overlap block
   echo "$ratio"
 }
 
+metric() { # name: the value of an unlabelled metric of the frontend on :18500 (0 if absent)
+  curl -s -m 5 localhost:18500/metrics | awk -v n="$1" '$1 == n { v = $2 } END { print v + 0 }'
+}
+wait_metric() { # name op value seconds what: polls until `metric name` op value holds
+  local v
+  for _ in $(seq 1 $(($4 * 5))); do
+    v=$(metric "$1")
+    python3 -c "import sys; sys.exit(0 if $v $2 $3 else 1)" && { echo "$v"; return 0; }
+    sleep 0.2
+  done
+  fail "recovery: $5 ($1 = $v, wanted $2 $3 within $4 s)"
+}
+
+recovery() {
+  export DYN_FILE_KV="$WORK/kv-recovery"
+  mkdir -p "$DYN_FILE_KV"
+  start_mockers recovery 1 4
+  start_frontend recovery-warm "$BIN" --router-mode kv
+  sleep 3
+  "$PY" scripts/interop_client.py prefix --base-url http://127.0.0.1:18500/v1 --model qwen3 \
+    --requests 60 --concurrency 1 --seed 5 >/dev/null || fail "recovery: the warm-up workload failed"
+  kill "$FE"; wait "$FE" 2>/dev/null || true
+  # A fresh switchyard saw none of those events: its index is filled by the tree dumps alone.
+  start_frontend recovery "$BIN" --router-mode kv
+  local restored blocks
+  restored=$(wait_metric switchyard_kv_ingest_recoveries_total '>=' 4 15 "four workers' trees restored")
+  blocks=$(wait_metric switchyard_kv_index_blocks '>' 0 5 "restored blocks in the index")
+  echo "restored $restored worker trees, $blocks blocks, before any request" >&2
+  # A killed worker's blocks leave the index once discovery drops it (10 s record TTL).
+  kill -KILL "${MOCKERS[1]}"
+  local left
+  left=$(wait_metric switchyard_kv_index_blocks '<' "$blocks" 30 "the killed worker's blocks removed")
+  echo "worker killed: index $blocks -> $left blocks" >&2
+  # A worker (a new publisher) started now is restored in full and gets requests.
+  start_mockers recovery-late 5 5
+  wait_metric switchyard_kv_ingest_full_restores_total '>=' 5 20 "the new worker's tree restored" >/dev/null
+  local ratio
+  ratio=$("$PY" scripts/interop_client.py prefix --base-url http://127.0.0.1:18500/v1 --model qwen3 \
+    --requests 60 --concurrency 1 --seed 5) || fail "recovery: the workload after the kill failed"
+  python3 -c "import sys; sys.exit(0 if $ratio > 0.3 else 1)" \
+    || fail "recovery: cached-token ratio $ratio after restore (the restored trees are not used)"
+  local gaps given_up
+  gaps=$(metric switchyard_kv_ingest_event_gaps_total)
+  given_up=$(metric switchyard_kv_ingest_recoveries_abandoned_total)
+  [ "$given_up" = 0 ] || fail "recovery: $given_up recoveries abandoned"
+  echo "recovery: ok (cached-token ratio $ratio after the restore; $gaps gaps)"
+}
+
 # Three workloads (seeds) per frontend, each on fresh workers: a new prompt family lands on a
 # worker chosen at random among equals (in both routers), so one run's ratio varies by a
 # few hundredths; the means are compared.
@@ -91,6 +159,11 @@ ratios() { # label frontend-command...: the mean ratio over the seeds
   for seed in "${SEEDS[@]}"; do r+=("$(run "$label" "$seed" "$@")"); done
   mean "${r[@]}"
 }
+PHASES=${KV_PHASES:-ratios recovery}
+if [[ " $PHASES " == *" recovery "* ]]; then
+  recovery
+fi
+[[ " $PHASES " == *" ratios "* ]] || exit 0
 kv=$(ratios switchyard-kv "$BIN" --router-mode kv)
 echo "switchyard --router-mode kv:          cached-token ratio $kv"
 rr=$(ratios switchyard-rr "$BIN" --router-mode round-robin)

@@ -28,6 +28,7 @@ use crate::discovery::{watch, Snapshot, Source};
 use crate::plane::payload::Codec;
 use crate::registry::{CardLimits, Registry, Serving, TokensModel, Worker};
 use crate::router::kv::ingest::Publishers;
+use crate::router::kv::recovery::Target;
 use crate::shard::Server;
 use crate::tokenize::ModelFiles;
 
@@ -127,8 +128,8 @@ impl Builder {
     }
 }
 
-/// The `kv-events` publishers (ZMQ endpoints of the event channels) and live workers of a
-/// snapshot.
+/// The `kv-events` publishers (ZMQ endpoints of the event channels), their recovery targets
+/// and the live workers of a snapshot.
 fn kv_publishers(snap: &Snapshot) -> Publishers {
     let endpoints = snap
         .event_channels
@@ -139,7 +140,8 @@ fn kv_publishers(snap: &Snapshot) -> Publishers {
         .filter_map(|c| c.raw.pointer("/transport/config/endpoint").and_then(|e| e.as_str()).map(str::to_string))
         .collect();
     let workers = snap.instances.iter().map(|e| e.record.instance_id).collect();
-    Publishers { endpoints, workers }
+    let sources = snap.event_sources.iter().filter_map(|e| Target::from_event_source(&e.raw)).collect();
+    Publishers { endpoints, workers, sources }
 }
 
 fn resolve(addr: &str) -> Option<SocketAddr> {

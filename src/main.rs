@@ -122,9 +122,11 @@ fn main() {
     // --router-mode kv: one index replica per shard, fed by the event-ingest thread.
     let ingest = if cfg.parsed.get("router_mode").as_str() == Some("kv") {
         let (feed, replicas) = switchyard::router::kv::replica::channel(server.drivers.len(), 1 << 16);
-        server.install_kv(replicas);
         match switchyard::router::kv::ingest::Ingest::start(feed) {
-            Ok(i) => Some(i),
+            Ok(i) => {
+                server.install_kv(replicas, &i.stats);
+                Some(i)
+            }
             Err(e) => {
                 eprintln!("switchyard: error: cannot start the KV event-ingest thread: {e}");
                 server.shutdown();

@@ -2,25 +2,16 @@
 //! captured Dynamo 1.6.1 `kv-events` message (raw bytes as a mocker published them): subscription, decoding, the shard replica
 //! seeing the worker's blocks, and a vanished worker's blocks purged.
 
+mod common;
+
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::zmq_pub::publish;
 use serde_json::Value;
 use switchyard::router::kv::index::Owner;
 use switchyard::router::kv::ingest::{Ingest, Publishers};
 use switchyard::router::kv::replica::channel;
-
-const PUBLISHER: &str = r#"
-import sys, time, zmq
-frames = [bytes.fromhex(h) for h in sys.argv[1:]]
-s = zmq.Context().socket(zmq.PUB)
-print(s.bind_to_random_port("tcp://127.0.0.1"), flush=True)
-while True:
-    s.send_multipart(frames)
-    time.sleep(0.02)
-"#;
 
 /// The first captured raw kv-events message that stores a chain from the root: its owner,
 /// the local hashes (`tokens_hash`) of the stored blocks, and the four frames in hex.
@@ -55,41 +46,18 @@ fn first_root_store() -> (Owner, Vec<u64>, Vec<String>) {
     (owner, local, frames)
 }
 
-struct Publisher(Child, u16);
-
-impl Drop for Publisher {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn publish(frames: &[String]) -> Publisher {
-    let python = "/usr/bin/python3";
-    let ok = Command::new(python).args(["-c", "import zmq"]).status().is_ok_and(|s| s.success());
-    assert!(
-        ok,
-        "{python} cannot import zmq: install it: apt-get install python3-zmq (or bash scripts/install-system.sh)"
-    );
-    let mut child = Command::new(python).arg("-c").arg(PUBLISHER).args(frames).stdout(Stdio::piped()).spawn().unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let port = line.trim().parse().unwrap();
-    Publisher(child, port)
-}
-
 #[test]
 fn captured_events_reach_the_shard_replica_and_leave_with_the_worker() {
     let (owner, local, frames) = first_root_store();
     let worker = owner.worker_id;
     assert!(!local.is_empty());
-    let mut publisher = publish(&frames);
+    let mut publisher = publish(&[frames.join(",")]);
     let (feed, mut replicas) = channel(1, 1024);
     let mut replica = replicas.pop().unwrap();
     let ingest = Ingest::start(feed).unwrap();
-    let endpoint = format!("tcp://127.0.0.1:{}", publisher.1);
+    let endpoint = publisher.endpoint();
     let workers: BTreeSet<u64> = [worker].into();
-    ingest.update(Publishers { endpoints: [endpoint].into(), workers: workers.clone() });
+    ingest.update(Publishers { endpoints: [endpoint].into(), workers: workers.clone(), sources: Default::default() });
     let t0 = Instant::now();
     loop {
         replica.drain(usize::MAX);
@@ -112,7 +80,7 @@ fn captured_events_reach_the_shard_replica_and_leave_with_the_worker() {
     // The worker goes (publisher stopped, discovery no longer lists it): its blocks go too.
     let _ = publisher.0.kill();
     let _ = publisher.0.wait();
-    ingest.update(Publishers { endpoints: BTreeSet::new(), workers: BTreeSet::new() });
+    ingest.update(Publishers { endpoints: BTreeSet::new(), workers: BTreeSet::new(), sources: Default::default() });
     let t0 = Instant::now();
     loop {
         replica.drain(usize::MAX);

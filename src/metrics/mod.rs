@@ -308,6 +308,22 @@ fn render_kv(out: &mut String, kv: &crate::router::kv::select::KvStats) {
     let _ = writeln!(out, "switchyard_kv_index_ops_total {}", kv.index_ops);
     header(out, "switchyard_kv_index_blocks", "gauge", "Blocks held in a shard's index replica");
     let _ = writeln!(out, "switchyard_kv_index_blocks {}", kv.index_blocks);
+    let i = &kv.ingest;
+    let counters: [(&str, &str, u64); 8] = [
+        ("events_total", "KV events taken in order from the event plane or a recovery", i.events),
+        ("duplicate_events_total", "KV events dropped as already applied", i.duplicates),
+        ("event_gaps_total", "Jumps in a worker rank's event ids", i.gaps),
+        ("malformed_messages_total", "Event-plane messages that could not be decoded", i.malformed),
+        ("full_restores_total", "Whole-tree restores asked of workers (new sources, restarts)", i.restores),
+        ("recoveries_total", "Recovery answers (ranges or whole trees) applied", i.recovered),
+        ("recovery_failures_total", "Recovery attempts that failed (retried with back-off)", i.recovery_failures),
+        ("recoveries_abandoned_total", "Recoveries given up after every attempt failed", i.recovery_given_up),
+    ];
+    for (name, help, v) in counters {
+        let name = format!("switchyard_kv_ingest_{name}");
+        header(out, &name, "counter", help);
+        let _ = writeln!(out, "{name} {v}");
+    }
 }
 
 /// Prometheus text exposition (format 0.0.4) of a merged snapshot; `served` lists the models

@@ -48,7 +48,7 @@ pub enum ShardMsg {
     /// Install a new Registry snapshot (requests in flight keep the old one).
     Registry(Arc<Registry>),
     /// Install this shard's KV index replica (`--router-mode kv`).
-    KvReplica(Box<crate::router::kv::replica::IndexReplica>),
+    KvReplica(Box<crate::router::kv::replica::IndexReplica>, Arc<crate::router::kv::ingest::IngestStats>),
     /// Stop accepting, drain, exit.
     Shutdown,
 }
@@ -170,9 +170,13 @@ impl Server {
     }
 
     /// Give shard `i` the KV index replica `replicas[i]` (`--router-mode kv`).
-    pub fn install_kv(&self, replicas: Vec<crate::router::kv::replica::IndexReplica>) {
+    pub fn install_kv(
+        &self,
+        replicas: Vec<crate::router::kv::replica::IndexReplica>,
+        ingest: &Arc<crate::router::kv::ingest::IngestStats>,
+    ) {
         for (s, r) in self.inboxes.iter().zip(replicas) {
-            let _ = s.send(ShardMsg::KvReplica(Box::new(r)));
+            let _ = s.send(ShardMsg::KvReplica(Box::new(r), ingest.clone()));
         }
     }
 
@@ -340,7 +344,7 @@ async fn inbox_loop(ctx: Rc<ShardCtx>, inbox: flume::Receiver<ShardMsg>) {
                 let _ = reply.send(snap);
             }
             ShardMsg::Registry(reg) => *ctx.registry.borrow_mut() = reg,
-            ShardMsg::KvReplica(r) => ctx.kv.install(*r),
+            ShardMsg::KvReplica(r, ingest) => ctx.kv.install(*r, ingest),
             ShardMsg::Shutdown => ctx.gate.close(),
         }
     }

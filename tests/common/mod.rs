@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod etcd;
+pub mod zmq_pub;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};

@@ -2,20 +2,23 @@
 //! events and feeds every shard's index replica (spec: KV routing §3.1, §4).
 //!
 //! The control thread tells it, on every discovery change, which publishers exist (the
-//! `kv-events` event channels' ZMQ endpoints) and which workers are alive ([`Publishers`]).
-//! It connects a [`Sub`] to each new endpoint (retrying every second while one does not
+//! `kv-events` event channels' ZMQ endpoints), which `(worker, dp_rank)` sources name a
+//! recovery target (`v1/event_sources`) and which workers are alive ([`Publishers`]). It
+//! connects a [`Sub`] to each new endpoint (retrying every second while one does not
 //! answer), drops the ones that left, and turns a worker's disappearance into a
 //! `RemoveWorker` op. Then it polls its sockets, decodes each four-frame message
-//! ([`decode_message`], [`decode_kv_events`]), applies device-tier events in order and
-//! publishes them to the replicas through [`IndexFeed`] (never blocking on a slow shard).
+//! ([`decode_message`], [`decode_kv_events`]), puts the events in order per owner
+//! ([`Streams`]) and publishes the resulting ops to the replicas through [`IndexFeed`]
+//! (never blocking on a slow shard).
 //!
-//! Each `(worker, dp_rank)` stream numbers its events from 1; a jump is counted and logged as
-//! a gap. Recovery (asking the worker's `worker_kv_query_source_*` endpoint for the missing
-//! range or a tree dump, §4.3) is not built yet: a gap leaves the index as the events left it
-//! until later events or the worker's removal correct it. Malformed messages are counted and
-//! skipped; a publisher that goes away is reconnected while discovery still lists it.
+//! Recovery (§4.3): a newly discovered source is restored in full, and a gap asks the worker
+//! for the missing range; [`Streams`] decides, and the queries run on short-lived threads
+//! ([`recovery::query`], at most [`MAX_RECOVERIES`] at once) whose answers come back through
+//! a channel, so one slow worker never holds up the others' events. Malformed messages are
+//! counted and skipped; a publisher that goes away is reconnected while discovery still
+//! lists it.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -23,7 +26,9 @@ use std::time::{Duration, Instant};
 
 use super::events::{decode_kv_events, decode_message};
 use super::index::{IndexOp, Owner};
+use super::recovery::{self, Answer, Deadlines, QueryRequest, Target};
 use super::replica::IndexFeed;
+use super::streams::{Out, Streams, Want};
 use crate::plane::zmq::{Message, Sub};
 
 /// What discovery says the ingest thread should follow.
@@ -33,15 +38,56 @@ pub struct Publishers {
     pub endpoints: BTreeSet<String>,
     /// Instance ids of the live workers.
     pub workers: BTreeSet<u64>,
+    /// Where each `(worker, dp_rank)` answers recovery queries.
+    pub sources: BTreeMap<Owner, Target>,
 }
 
 /// Counters of the ingest thread, readable from anywhere.
 #[derive(Debug, Default)]
 pub struct IngestStats {
+    /// Events applied in order (live or replayed after a recovery).
     pub events: AtomicU64,
+    pub duplicates: AtomicU64,
     pub gaps: AtomicU64,
     pub malformed: AtomicU64,
     pub connected: AtomicU64,
+    /// Full restores asked for (new sources, restarted publishers, unservable ranges).
+    pub restores: AtomicU64,
+    /// Recoveries (range or full) answered and applied.
+    pub recovered: AtomicU64,
+    pub recovery_failures: AtomicU64,
+    /// Recoveries abandoned after every attempt failed.
+    pub recovery_given_up: AtomicU64,
+}
+
+/// A copy of [`IngestStats`] at one moment.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IngestCounts {
+    pub events: u64,
+    pub duplicates: u64,
+    pub gaps: u64,
+    pub malformed: u64,
+    pub restores: u64,
+    pub recovered: u64,
+    pub recovery_failures: u64,
+    pub recovery_given_up: u64,
+}
+
+impl IngestStats {
+    /// The counters now.
+    pub fn counts(&self) -> IngestCounts {
+        let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        IngestCounts {
+            events: r(&self.events),
+            duplicates: r(&self.duplicates),
+            gaps: r(&self.gaps),
+            malformed: r(&self.malformed),
+            restores: r(&self.restores),
+            recovered: r(&self.recovered),
+            recovery_failures: r(&self.recovery_failures),
+            recovery_given_up: r(&self.recovery_given_up),
+        }
+    }
 }
 
 /// Handle to the running ingest thread.
@@ -55,6 +101,8 @@ pub struct Ingest {
 /// Largest frame accepted from a publisher.
 const MAX_FRAME: usize = 64 << 20;
 const TOPIC: &[u8] = b"kv-events";
+/// Recovery queries in flight at once (1.6.1: 16).
+pub const MAX_RECOVERIES: usize = 16;
 
 struct Link {
     sub: Option<Sub>,
@@ -63,34 +111,21 @@ struct Link {
 
 impl Ingest {
     /// Start the thread feeding `feed`.
-    pub fn start(mut feed: IndexFeed) -> std::io::Result<Ingest> {
+    pub fn start(feed: IndexFeed) -> std::io::Result<Ingest> {
         let (tx, rx) = flume::unbounded::<Publishers>();
         let stop = Arc::new(AtomicBool::new(false));
         let stats = Arc::new(IngestStats::default());
         let (stop2, stats2) = (stop.clone(), stats.clone());
+        let callback_host = std::env::var("DYN_TCP_RESPONSE_STREAM_HOST").unwrap_or_else(|_| "127.0.0.1".to_owned());
         let thread = std::thread::Builder::new().name("kv-ingest".into()).spawn(move || {
-            let mut links: HashMap<String, Link> = HashMap::new();
-            let mut workers: BTreeSet<u64> = BTreeSet::new();
-            let mut last_id: HashMap<Owner, u64> = HashMap::new();
-            let mut batch: Vec<Message> = Vec::new();
+            let mut st = State::new(feed, stats2, callback_host);
             while !stop2.load(Ordering::Acquire) {
                 while let Ok(p) = rx.try_recv() {
-                    links.retain(|ep, _| p.endpoints.contains(ep));
-                    for ep in &p.endpoints {
-                        links.entry(ep.clone()).or_insert(Link { sub: None, next_try: Instant::now() });
-                    }
-                    for gone in workers.difference(&p.workers) {
-                        feed.publish(IndexOp::RemoveWorker { worker_id: *gone });
-                        last_id.retain(|o, _| o.worker_id != *gone);
-                    }
-                    workers = p.workers;
+                    st.discovery(p);
                 }
-                connect(&mut links, &stats2);
-                poll(&mut links, &mut batch);
-                for m in batch.drain(..) {
-                    apply(&m, &mut feed, &mut last_id, &stats2);
-                }
-                feed.flush();
+                connect(&mut st.links, &st.stats);
+                poll(&mut st.links, &mut st.batch);
+                st.step();
             }
         })?;
         Ok(Ingest { tx, stop, stats, thread: Some(thread) })
@@ -166,32 +201,138 @@ fn poll(links: &mut HashMap<String, Link>, out: &mut Vec<Message>) {
     }
 }
 
-fn apply(m: &Message, feed: &mut IndexFeed, last_id: &mut HashMap<Owner, u64>, stats: &IngestStats) {
-    let frames: smallvec::SmallVec<[&[u8]; 4]> = m.iter().map(Vec::as_slice).collect();
-    let events = match decode_message(&frames).and_then(|msg| decode_kv_events(msg.envelope.payload)) {
-        Ok(e) => e,
-        Err(e) => {
-            stats.malformed.fetch_add(1, Ordering::Relaxed);
-            crate::log::warn(&format!("kv events: undecodable message skipped: {e}"));
-            return;
+/// Everything the ingest thread owns.
+struct State {
+    feed: IndexFeed,
+    stats: Arc<IngestStats>,
+    links: HashMap<String, Link>,
+    workers: BTreeSet<u64>,
+    sources: BTreeMap<Owner, Target>,
+    streams: Streams,
+    batch: Vec<Message>,
+    out: Vec<Out>,
+    /// Queries waiting for a free recovery slot.
+    queued: VecDeque<Want>,
+    in_flight: usize,
+    replies_tx: flume::Sender<(Owner, Result<Answer, String>)>,
+    replies: flume::Receiver<(Owner, Result<Answer, String>)>,
+    callback_host: String,
+}
+
+impl State {
+    fn new(feed: IndexFeed, stats: Arc<IngestStats>, callback_host: String) -> State {
+        let (replies_tx, replies) = flume::unbounded();
+        State {
+            feed,
+            stats,
+            links: HashMap::new(),
+            workers: BTreeSet::new(),
+            sources: BTreeMap::new(),
+            streams: Streams::default(),
+            batch: Vec::new(),
+            out: Vec::new(),
+            queued: VecDeque::new(),
+            in_flight: 0,
+            replies_tx,
+            replies,
+            callback_host,
         }
-    };
-    for ev in &events {
-        if ev.storage_tier != "device" {
-            continue;
+    }
+
+    fn discovery(&mut self, p: Publishers) {
+        self.links.retain(|ep, _| p.endpoints.contains(ep));
+        for ep in &p.endpoints {
+            self.links.entry(ep.clone()).or_insert(Link { sub: None, next_try: Instant::now() });
         }
-        let owner = Owner { worker_id: ev.worker_id, dp_rank: ev.event.dp_rank };
-        let id = ev.event.event_id;
-        if let Some(prev) = last_id.insert(owner, id) {
-            if id != prev + 1 {
-                stats.gaps.fetch_add(1, Ordering::Relaxed);
-                crate::log::warn(&format!(
-                    "kv events: gap for worker {:x} rank {}: event {id} after {prev}",
-                    owner.worker_id, owner.dp_rank
-                ));
+        for gone in self.workers.difference(&p.workers) {
+            self.feed.publish(IndexOp::RemoveWorker { worker_id: *gone });
+            self.streams.remove_worker(*gone);
+        }
+        self.workers = p.workers;
+        for owner in p.sources.keys() {
+            if !self.sources.contains_key(owner) && self.workers.contains(&owner.worker_id) {
+                self.streams.source_added(*owner, &mut self.out);
             }
         }
-        stats.events.fetch_add(1, Ordering::Relaxed);
-        feed.publish(IndexOp::from_event(ev));
+        self.sources = p.sources;
+        self.sources.retain(|o, _| self.workers.contains(&o.worker_id));
     }
+
+    /// Applies what arrived (events, recovery answers, due retries) and flushes the feed.
+    fn step(&mut self) {
+        let batch = std::mem::take(&mut self.batch);
+        for m in &batch {
+            self.message(m);
+        }
+        self.batch = batch;
+        self.batch.clear();
+        while let Ok((owner, reply)) = self.replies.try_recv() {
+            self.in_flight -= 1;
+            self.streams.reply(owner, reply, Instant::now(), &mut self.out);
+        }
+        self.streams.tick(Instant::now(), &mut self.out);
+        for o in self.out.drain(..) {
+            match o {
+                Out::Op(op) => self.feed.publish(op),
+                Out::Query(w) => self.queued.push_back(w),
+            }
+        }
+        self.start_queries();
+        self.feed.flush();
+        let c = self.streams.counts;
+        let s = &self.stats;
+        s.events.store(c.applied, Ordering::Relaxed);
+        s.duplicates.store(c.duplicates, Ordering::Relaxed);
+        s.gaps.store(c.gaps, Ordering::Relaxed);
+        s.restores.store(c.restores, Ordering::Relaxed);
+        s.recovered.store(c.recovered, Ordering::Relaxed);
+        s.recovery_failures.store(c.failed_attempts, Ordering::Relaxed);
+        s.recovery_given_up.store(c.given_up, Ordering::Relaxed);
+    }
+
+    fn message(&mut self, m: &Message) {
+        let frames: smallvec::SmallVec<[&[u8]; 4]> = m.iter().map(Vec::as_slice).collect();
+        match decode_message(&frames).and_then(|msg| decode_kv_events(msg.envelope.payload)) {
+            Ok(events) => {
+                for ev in events {
+                    self.streams.event(ev, &mut self.out);
+                }
+            }
+            Err(e) => {
+                self.stats.malformed.fetch_add(1, Ordering::Relaxed);
+                crate::log::warn(&format!("kv events: undecodable message skipped: {e}"));
+            }
+        }
+    }
+
+    fn start_queries(&mut self) {
+        while self.in_flight < MAX_RECOVERIES {
+            let Some(want) = self.queued.pop_front() else { return };
+            let Some(target) = self.sources.get(&want.owner).cloned() else {
+                // The source left; its stream was forgotten with the worker.
+                continue;
+            };
+            let req = match want.range {
+                None => QueryRequest::full(want.owner),
+                Some((start, end)) => QueryRequest::range(want.owner, start, end),
+            };
+            let tx = self.replies_tx.clone();
+            let host = self.callback_host.clone();
+            let spawned = std::thread::Builder::new().name("kv-recovery".into()).spawn(move || {
+                let reply = recovery::query(&target, &req, &host, Deadlines::default());
+                let _ = tx.send((req_owner(&req), reply));
+            });
+            match spawned {
+                Ok(_) => self.in_flight += 1,
+                Err(e) => {
+                    // Treated as a failed attempt: retried with back-off.
+                    self.streams.reply(want.owner, Err(format!("no thread: {e}")), Instant::now(), &mut self.out);
+                }
+            }
+        }
+    }
+}
+
+fn req_owner(req: &QueryRequest) -> Owner {
+    Owner { worker_id: req.worker_id, dp_rank: req.dp_rank }
 }

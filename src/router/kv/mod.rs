@@ -2,15 +2,18 @@
 //! events ([`events`]), the block index ([`index`]) and its per-shard replicas fed by
 //! lock-free rings from the event-ingest thread ([`replica`]), and Dynamo's cost and choice
 //! among candidates ([`cost`]); the event-ingest thread ([`ingest`]) and the per-shard
-//! selection with active-sequence bookings ([`select`]) that make `--router-mode kv`.
+//! selection with active-sequence bookings ([`select`]) that make `--router-mode kv`;
+//! event order and loss recovery per worker rank ([`streams`], [`recovery`]).
 
 pub mod cost;
 pub mod events;
 pub mod hash;
 pub mod index;
 pub mod ingest;
+pub mod recovery;
 pub mod replica;
 pub mod select;
+pub mod streams;
 
 pub use index::{BlockPair, IndexOp, IndexStats, KvIndex, Owner};
 pub use replica::{channel, IndexFeed, IndexReplica};

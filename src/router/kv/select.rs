@@ -17,9 +17,11 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
+use std::sync::Arc;
 
 use super::cost::{choose, logit, Candidate, CostParams, RequestShape};
 use super::hash::{local_block_hashes, sequence_hashes, BlockHashOptions};
+use super::ingest::{IngestCounts, IngestStats};
 use super::replica::IndexReplica;
 use crate::registry::Worker;
 
@@ -37,6 +39,7 @@ type Table = Rc<RefCell<HashMap<u64, Active>>>;
 /// One shard's kv router state.
 pub struct KvSelector {
     replica: RefCell<Option<IndexReplica>>,
+    ingest: RefCell<Option<Arc<IngestStats>>>,
     active: Table,
     params: CostParams,
     stats: RefCell<KvStats>,
@@ -55,6 +58,8 @@ pub struct KvStats {
     pub index_ops: u64,
     /// Blocks in the replica now (merged: the largest).
     pub index_blocks: u64,
+    /// The event-ingest thread's counters (one thread: every shard reports the same).
+    pub ingest: IngestCounts,
 }
 
 impl KvStats {
@@ -67,6 +72,9 @@ impl KvStats {
         self.prompt_blocks += other.prompt_blocks;
         self.index_ops = self.index_ops.max(other.index_ops);
         self.index_blocks = self.index_blocks.max(other.index_blocks);
+        if other.ingest.events >= self.ingest.events {
+            self.ingest = other.ingest;
+        }
     }
 }
 
@@ -118,12 +126,19 @@ pub struct Choice {
 
 impl KvSelector {
     pub fn new(params: CostParams) -> KvSelector {
-        KvSelector { replica: RefCell::new(None), active: Rc::default(), params, stats: RefCell::default() }
+        KvSelector {
+            replica: RefCell::new(None),
+            ingest: RefCell::new(None),
+            active: Rc::default(),
+            params,
+            stats: RefCell::default(),
+        }
     }
 
     /// Install this shard's index replica (sent once by the event-ingest side).
-    pub fn install(&self, replica: IndexReplica) {
+    pub fn install(&self, replica: IndexReplica, ingest: Arc<IngestStats>) {
         *self.replica.borrow_mut() = Some(replica);
+        *self.ingest.borrow_mut() = Some(ingest);
     }
 
     /// This shard's counters (the replica brought up to date first).
@@ -133,6 +148,9 @@ impl KvSelector {
             st.index_ops += r.drain(usize::MAX) as u64;
             self.stats.borrow_mut().index_ops = st.index_ops;
             st.index_blocks = r.index().indexed_blocks() as u64;
+        }
+        if let Some(i) = self.ingest.borrow().as_ref() {
+            st.ingest = i.counts();
         }
         st
     }
@@ -247,7 +265,7 @@ mod tests {
         let w = workers(2);
         let (mut feed, mut replicas) = channel(1, 64);
         let sel = KvSelector::new(CostParams::default());
-        sel.install(replicas.pop().unwrap());
+        sel.install(replicas.pop().unwrap(), Arc::default());
         let prompt: Vec<u32> = (1000..1200).collect();
         // Nothing cached, idle: 200/16 + 12 = 24.5 on either; a tie.
         let (c, b) = sel.choose(&w, &[0, 1], &prompt, 16, counter()).unwrap();

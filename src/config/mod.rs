@@ -92,6 +92,14 @@ const IMPLEMENTED: &[&str] = &[
     "embedded_workers",
     "embedded_model_path",
     "exclude_tools_when_tool_choice_none",
+    // The kv router's cost (spec: KV routing §7.2, §7.4).
+    "overlap_score_credit",
+    "overlap_score_credit_decay",
+    "overlap_score_weight",
+    "prefill_load_scale",
+    "decode_active_request_weight",
+    "router_temperature",
+    "router_track_prefill_tokens",
 ];
 
 /// Options of which some values are implemented (the default always is).
@@ -169,6 +177,8 @@ pub struct Config {
     pub paths: RoutePaths,
     /// `--exclude-tools-when-tool-choice-none`.
     pub exclude_tools_when_tool_choice_none: bool,
+    /// The kv router's cost parameters (`--router-kv-overlap-score-credit` …).
+    pub kv_cost: crate::router::kv::cost::CostParams,
 }
 
 /// A configuration that cannot start: the message and the exit code.
@@ -396,6 +406,36 @@ fn secs(p: &Parsed, dest: &str) -> Result<Duration, ConfigError> {
     Ok(Duration::from_secs_f64(s))
 }
 
+/// The kv router's cost parameters; the deprecated `--router-kv-overlap-score-weight` sets
+/// the prefill load scale, as 1.6.1 maps it.
+fn kv_cost(p: &Parsed) -> Result<crate::router::kv::cost::CostParams, ConfigError> {
+    let d = crate::router::kv::cost::CostParams::default();
+    let number = |dest: &str, default: f64| -> Result<f64, ConfigError> {
+        let v = float(p, dest).unwrap_or(default);
+        if !(v.is_finite() && v >= 0.0) {
+            return Err(invalid(format!("{} must be a finite number >= 0, got {v}", flag_name(dest))));
+        }
+        Ok(v)
+    };
+    let scale = match float(p, "overlap_score_weight") {
+        Some(_) => number("overlap_score_weight", d.prefill_load_scale)?,
+        None => number("prefill_load_scale", d.prefill_load_scale)?,
+    };
+    Ok(crate::router::kv::cost::CostParams {
+        overlap_credit: number("overlap_score_credit", d.overlap_credit)?,
+        overlap_credit_decay: number("overlap_score_credit_decay", d.overlap_credit_decay)?,
+        prefill_load_scale: scale,
+        decode_active_request_weight: number("decode_active_request_weight", d.decode_active_request_weight)?,
+        temperature: number("router_temperature", d.temperature)?,
+        track_prefill_tokens: boolean(p, "router_track_prefill_tokens"),
+        ..d
+    })
+}
+
+fn flag_name(dest: &str) -> String {
+    flags::by_dest(dest).map_or_else(|| format!("--{}", dest.replace('_', "-")), |f| f.primary().to_string())
+}
+
 fn typed(parsed: Parsed, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
     let p = &parsed;
     let port = int(p, "http_port").unwrap_or(8000);
@@ -452,6 +492,7 @@ fn typed(parsed: Parsed, env: &dyn Fn(&str) -> Option<String>) -> Result<Config,
         listen_backlog: backlog,
         paths,
         exclude_tools_when_tool_choice_none: boolean(p, "exclude_tools_when_tool_choice_none"),
+        kv_cost: kv_cost(p)?,
         parsed,
     })
 }
@@ -566,6 +607,25 @@ mod tests {
         assert!(e.message.contains("DYN_HTTP_SSE_KEEP_ALIVE_INTERVAL_MS"));
         // Defaults given explicitly are fine.
         run(&["--router-mode", "round-robin", "--discovery-backend", "etcd"], &[]).unwrap();
+    }
+
+    #[test]
+    fn kv_cost_flags_reach_the_cost_parameters() {
+        let c = run(
+            &["--router-mode", "kv", "--router-kv-overlap-score-credit", "0.5", "--router-temperature", "0.3"],
+            &[("DYN_ROUTER_DECODE_ACTIVE_REQUEST_WEIGHT", "2"), ("DYN_ROUTER_KV_OVERLAP_SCORE_CREDIT_DECAY", "1")],
+        )
+        .unwrap();
+        let k = c.kv_cost;
+        assert_eq!((k.overlap_credit, k.temperature, k.decode_active_request_weight), (0.5, 0.3, 2.0));
+        assert_eq!((k.overlap_credit_decay, k.prefill_load_scale, k.track_prefill_tokens), (1.0, 1.0, true));
+        let c = run(&["--kv-overlap-score-weight", "3", "--no-router-track-prefill-tokens"], &[]).unwrap();
+        assert_eq!((c.kv_cost.prefill_load_scale, c.kv_cost.track_prefill_tokens), (3.0, false));
+        let e = run(&["--router-temperature", "-1"], &[]).unwrap_err();
+        assert!(e.message.contains("--router-temperature must be"), "{}", e.message);
+        // Lower storage tiers are not indexed: their weights stay refused.
+        let e = run(&["--router-host-cache-hit-weight", "0.5"], &[]).unwrap_err();
+        assert!(e.message.contains("--router-host-cache-hit-weight 0.5"), "{}", e.message);
     }
 
     #[test]

@@ -18,8 +18,12 @@
 # index; a worker started later (a new publisher) is restored and routed to; all without
 # restarting switchyard.
 #
+# The busy phase: two unhurried mockers, --active-decode-blocks-threshold 0.001; while both
+# decode a long answer, a third request gets 529 with the same body from switchyard as from
+# dynamo.frontend, and once they finish requests pass again.
+#
 # Usage: bash scripts/interop_kv.sh     (SWITCHYARD_BIN: a binary already built;
-#        KV_PHASES="ratios recovery" by default)
+#        KV_PHASES="ratios recovery busy" by default)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/real-dynamo-env.sh
@@ -42,13 +46,13 @@ fail() {
 }
 
 MOCKERS=()
-start_mockers() { # log-prefix first last: mockers numbered first..last; waits for all registered
+start_mockers() { # log-prefix first last [speedup]: mockers first..last; waits for all registered
   local i
   [ "$2" = 1 ] && MOCKERS=()
   for i in $(seq "$2" "$3"); do
     "$PY" -m dynamo.mocker --model-path "$MODEL_DIR" --model-name qwen3 --discovery-backend file \
       --request-plane tcp --event-plane zmq --block-size 16 --num-gpu-blocks-override 160 \
-      --speedup-ratio 20 >"$WORK/$1-mocker$i.log" 2>&1 &
+      --speedup-ratio "${4:-20}" >"$WORK/$1-mocker$i.log" 2>&1 &
     MOCKERS[i]=$!; PIDS+=($!)
   done
   for _ in $(seq 1 120); do
@@ -159,7 +163,52 @@ ratios() { # label frontend-command...: the mean ratio over the seeds
   for seed in "${SEEDS[@]}"; do r+=("$(run "$label" "$seed" "$@")"); done
   mean "${r[@]}"
 }
-PHASES=${KV_PHASES:-ratios recovery}
+chat() { # content max_tokens: "<status> <body>" of a chat completion through :18500
+  curl -s -m 60 -o "$WORK/body" -w '%{http_code}' localhost:18500/v1/chat/completions \
+    -H 'content-type: application/json' \
+    -d "{\"model\":\"qwen3\",\"messages\":[{\"role\":\"user\",\"content\":\"$1\"}],\"max_tokens\":$2,\"ignore_eos\":true}"
+  printf ' %s' "$(cat "$WORK/body")"
+}
+
+busy_probe() { # label frontend-command...: prints the 529 body seen while both workers decode
+  local label=$1; shift
+  start_frontend "busy-$label" "$@" --router-mode kv --active-decode-blocks-threshold 0.001
+  sleep 3
+  local long=()
+  chat "long answer one" 600 >/dev/null & long+=($!)
+  sleep 1
+  chat "long answer two" 600 >/dev/null & long+=($!)
+  sleep 1
+  local got; got=$(chat "short probe" 4)
+  [[ "$got" == 529* ]] || fail "busy ($label): a request while both workers decode got ${got:0:300}"
+  wait "${long[@]}"
+  sleep 1
+  local after; after=$(chat "after the long ones" 4)
+  [[ "$after" == 200* ]] || fail "busy ($label): a request after the long ones got ${after:0:300}"
+  kill "$FE"; wait "$FE" 2>/dev/null || true
+  echo "${got#529 }"
+}
+
+busy() {
+  export DYN_FILE_KV="$WORK/kv-busy"
+  mkdir -p "$DYN_FILE_KV"
+  start_mockers busy 1 2 1
+  local ours theirs
+  ours=$(busy_probe switchyard "$BIN")
+  theirs=$(busy_probe dynamo "$PY" -m dynamo.frontend --request-plane tcp)
+  python3 - "$ours" "$theirs" <<'PYEOF' || fail "busy: 529 bodies differ"
+import json, sys
+ours, theirs = (json.loads(b) for b in sys.argv[1:])
+assert ours == theirs, f"switchyard {ours} != dynamo {theirs}"
+PYEOF
+  kill "${MOCKERS[@]}"; wait "${MOCKERS[@]}" 2>/dev/null || true
+  echo "busy: ok (529 $ours from both, 200 once the workers are free)"
+}
+
+PHASES=${KV_PHASES:-ratios recovery busy}
+if [[ " $PHASES " == *" busy "* ]]; then
+  busy
+fi
 if [[ " $PHASES " == *" recovery "* ]]; then
   recovery
 fi

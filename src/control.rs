@@ -12,7 +12,7 @@
 //! names, verified against their checksums — in shared storage, or downloaded from the
 //! worker's URLs ([`crate::discovery::cardfiles`]).
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
@@ -131,17 +131,19 @@ impl Builder {
 /// The `kv-events` publishers (ZMQ endpoints of the event channels), their recovery targets
 /// and the live workers of a snapshot.
 fn kv_publishers(snap: &Snapshot) -> Publishers {
-    let endpoints = snap
-        .event_channels
-        .iter()
-        .filter(|c| {
-            c.raw["topic"] == "kv-events" && c.raw.pointer("/transport/kind").and_then(|k| k.as_str()) == Some("Zmq")
-        })
-        .filter_map(|c| c.raw.pointer("/transport/config/endpoint").and_then(|e| e.as_str()).map(str::to_string))
-        .collect();
+    let zmq = |topic: &str| -> BTreeSet<String> {
+        snap.event_channels
+            .iter()
+            .filter(|c| {
+                c.raw["topic"] == topic && c.raw.pointer("/transport/kind").and_then(|k| k.as_str()) == Some("Zmq")
+            })
+            .filter_map(|c| c.raw.pointer("/transport/config/endpoint").and_then(|e| e.as_str()).map(str::to_string))
+            .collect()
+    };
+    let (endpoints, load_endpoints) = (zmq("kv-events"), zmq("kv_metrics"));
     let workers = snap.instances.iter().map(|e| e.record.instance_id).collect();
     let sources = snap.event_sources.iter().filter_map(|e| Target::from_event_source(&e.raw)).collect();
-    Publishers { endpoints, workers, sources }
+    Publishers { endpoints, load_endpoints, workers, sources }
 }
 
 fn resolve(addr: &str) -> Option<SocketAddr> {

@@ -15,6 +15,10 @@
 //! {"message":"Model not found","type":"Not Found","code":404,
 //!  "error":{"message":"Model not found","type":"not_found_error","param":null,"code":404}}
 //! ```
+//!
+//! except for 529, which 1.6.1 answers with the flat shape alone
+//! (`{"message":"Service temporarily overloaded","type":"Overloaded","code":529}`, compared
+//! byte for byte against the real frontend by scripts/interop_kv.sh).
 
 use std::borrow::Cow;
 use std::fmt;
@@ -184,9 +188,14 @@ impl Error {
         self.kind.status()
     }
 
-    /// The error body: Dynamo's flat fields and OpenAI's nested `error` in one object.
+    /// The error body: Dynamo's flat fields and OpenAI's nested `error` in one object (the
+    /// flat fields alone for 529, as 1.6.1).
     pub fn to_json_body(&self) -> Vec<u8> {
         let code = self.kind.status();
+        if self.kind == Kind::Overloaded {
+            let flat = serde_json::json!({"message": self.message, "type": self.kind.dynamo_type(), "code": code});
+            return serde_json::to_vec(&flat).unwrap_or_else(|_| b"{}".to_vec());
+        }
         let body = serde_json::json!({
             "message": self.message,
             "type": self.kind.dynamo_type(),
@@ -254,6 +263,13 @@ mod tests {
         assert_eq!(Error::new(Kind::BadRequest, "x").side(), Side::Client);
         assert!(!Error::new(Kind::BadRequest, "x").retry());
         assert!(Error::new(Kind::Overloaded, "x").retry());
+        let flat: serde_json::Value =
+            serde_json::from_slice(&Error::new(Kind::Overloaded, "Service temporarily overloaded").to_json_body())
+                .unwrap();
+        assert_eq!(
+            flat,
+            serde_json::json!({"message":"Service temporarily overloaded","type":"Overloaded","code":529})
+        );
         assert_eq!(Kind::Overloaded.status(), 529);
     }
 }

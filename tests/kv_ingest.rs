@@ -57,7 +57,12 @@ fn captured_events_reach_the_shard_replica_and_leave_with_the_worker() {
     let ingest = Ingest::start(feed).unwrap();
     let endpoint = publisher.endpoint();
     let workers: BTreeSet<u64> = [worker].into();
-    ingest.update(Publishers { endpoints: [endpoint].into(), workers: workers.clone(), sources: Default::default() });
+    ingest.update(Publishers {
+        endpoints: [endpoint].into(),
+        workers: workers.clone(),
+        load_endpoints: BTreeSet::new(),
+        sources: Default::default(),
+    });
     let t0 = Instant::now();
     loop {
         replica.drain(usize::MAX);
@@ -80,7 +85,12 @@ fn captured_events_reach_the_shard_replica_and_leave_with_the_worker() {
     // The worker goes (publisher stopped, discovery no longer lists it): its blocks go too.
     let _ = publisher.0.kill();
     let _ = publisher.0.wait();
-    ingest.update(Publishers { endpoints: BTreeSet::new(), workers: BTreeSet::new(), sources: Default::default() });
+    ingest.update(Publishers {
+        endpoints: BTreeSet::new(),
+        workers: BTreeSet::new(),
+        load_endpoints: BTreeSet::new(),
+        sources: Default::default(),
+    });
     let t0 = Instant::now();
     loop {
         replica.drain(usize::MAX);

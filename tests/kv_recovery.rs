@@ -152,6 +152,7 @@ fn a_new_source_is_restored_in_full_and_a_gap_is_filled_from_the_worker() {
         endpoints: [publisher.endpoint()].into(),
         workers: [W.worker_id].into(),
         sources: [(W, target)].into(),
+        load_endpoints: Default::default(),
     });
     let chain = [a, b, c, d];
     let t0 = Instant::now();

@@ -100,6 +100,10 @@ const IMPLEMENTED: &[&str] = &[
     "decode_active_request_weight",
     "router_temperature",
     "router_track_prefill_tokens",
+    // Busy detection (kv mode only; checked in `validate`).
+    "active_decode_blocks_threshold",
+    "active_prefill_tokens_threshold",
+    "active_prefill_tokens_threshold_frac",
 ];
 
 /// Options of which some values are implemented (the default always is).
@@ -179,6 +183,8 @@ pub struct Config {
     pub exclude_tools_when_tool_choice_none: bool,
     /// The kv router's cost parameters (`--router-kv-overlap-score-credit` …).
     pub kv_cost: crate::router::kv::cost::CostParams,
+    /// The kv router's busy thresholds (`--active-decode-blocks-threshold` …).
+    pub kv_busy: crate::router::kv::select::BusyThresholds,
 }
 
 /// A configuration that cannot start: the message and the exit code.
@@ -339,6 +345,17 @@ fn validate_dynamo(p: &Parsed, warnings: &mut Vec<String>) -> Result<(), ConfigE
             return Err(invalid("--active-prefill-tokens-threshold-frac must be a finite value >= 0"));
         }
     }
+    let busy =
+        ["active_decode_blocks_threshold", "active_prefill_tokens_threshold", "active_prefill_tokens_threshold_frac"];
+    if let Some(dest) = busy.iter().find(|d| *p.get(d) != Value::Null) {
+        if text(p, "router_mode") != Some("kv") {
+            return Err(invalid(format!(
+                "{} is implemented for --router-mode kv only in this switchyard build (it reads the workers' \
+                 kv_metrics through the kv router's event plane)",
+                flag_name(dest)
+            )));
+        }
+    }
     if text(p, "namespace").is_some() && text(p, "namespace_prefix").is_some() {
         warnings.push("--namespace-prefix is set, so --namespace is not used for discovery".into());
     }
@@ -493,6 +510,11 @@ fn typed(parsed: Parsed, env: &dyn Fn(&str) -> Option<String>) -> Result<Config,
         paths,
         exclude_tools_when_tool_choice_none: boolean(p, "exclude_tools_when_tool_choice_none"),
         kv_cost: kv_cost(p)?,
+        kv_busy: crate::router::kv::select::BusyThresholds {
+            decode_blocks_frac: float(p, "active_decode_blocks_threshold"),
+            prefill_tokens: int(p, "active_prefill_tokens_threshold").map(|n| n.max(0) as u64),
+            prefill_frac: float(p, "active_prefill_tokens_threshold_frac"),
+        },
         parsed,
     })
 }

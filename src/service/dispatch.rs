@@ -83,8 +83,10 @@ fn pick(
     if let (Some(tokens), None, Mode::Kv) = (tokens, pinned, ctx.router.mode()) {
         if ctx.kv.ready() {
             let usable = ctx.router.usable(&serving.workers, tried);
-            let block = u32::try_from(serving.limits.kv_cache_block_size).ok().filter(|b| *b > 0).unwrap_or(16);
-            let chosen = ctx.kv.choose(&serving.workers, &usable, tokens, block, || ctx.router.next_u64());
+            let chosen = ctx
+                .kv
+                .choose(&serving.workers, &usable, tokens, &serving.limits, || ctx.router.next_u64())
+                .map_err(|_| Error::new(Kind::Overloaded, "Service temporarily overloaded"))?;
             return Ok(chosen.map(|(c, booking)| (c.index, Some(booking))));
         }
     }

@@ -183,6 +183,22 @@ pub fn decode_message<'a>(frames: &[&'a [u8]]) -> Result<EventMessage<'a>, Decod
     })
 }
 
+/// A worker rank's `kv_metrics` report (spec: KV routing §8).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct KvMetrics {
+    pub worker_id: u64,
+    #[serde(default)]
+    pub dp_rank: u32,
+    /// KV blocks in use; `None` if the worker left it out.
+    #[serde(default)]
+    pub kv_used_blocks: Option<u64>,
+}
+
+/// Decodes a `kv_metrics` payload (a msgpack map; other keys are ignored).
+pub fn decode_kv_metrics(payload: &[u8]) -> Result<KvMetrics, DecodeError> {
+    rmp_serde::from_slice(payload).map_err(|e| DecodeError::Msgpack(e.to_string()))
+}
+
 /// Decodes a `kv-events` payload: a msgpack array of [`RouterEvent`].
 pub fn decode_kv_events(payload: &[u8]) -> Result<Vec<RouterEvent>, DecodeError> {
     rmp_serde::from_slice(payload).map_err(|e| DecodeError::Msgpack(e.to_string()))

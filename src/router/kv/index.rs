@@ -65,10 +65,27 @@ pub struct BlockPair {
 /// sent to every replica.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum IndexOp {
-    Stored { owner: Owner, parent_hash: Option<u64>, blocks: Arc<[BlockPair]> },
-    Removed { owner: Owner, block_hashes: Arc<[u64]> },
-    Cleared { owner: Owner },
-    RemoveWorker { worker_id: u64 },
+    Stored {
+        owner: Owner,
+        parent_hash: Option<u64>,
+        blocks: Arc<[BlockPair]>,
+    },
+    Removed {
+        owner: Owner,
+        block_hashes: Arc<[u64]>,
+    },
+    Cleared {
+        owner: Owner,
+    },
+    RemoveWorker {
+        worker_id: u64,
+    },
+    /// A worker rank's `kv_metrics` report: KV blocks in use. Not an index change; the
+    /// replicas keep the latest value per owner for busy detection.
+    Usage {
+        owner: Owner,
+        kv_used_blocks: u64,
+    },
 }
 
 impl IndexOp {
@@ -199,6 +216,7 @@ impl KvIndex {
             IndexOp::Removed { owner, block_hashes } => self.remove(*owner, block_hashes),
             IndexOp::Cleared { owner } => self.clear(*owner),
             IndexOp::RemoveWorker { worker_id } => self.remove_worker(*worker_id),
+            IndexOp::Usage { .. } => {}
         }
     }
 

@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::events::{decode_kv_events, decode_message};
+use super::events::{decode_kv_events, decode_kv_metrics, decode_message};
 use super::index::{IndexOp, Owner};
 use super::recovery::{self, Answer, Deadlines, QueryRequest, Target};
 use super::replica::IndexFeed;
@@ -36,6 +36,8 @@ use crate::plane::zmq::{Message, Sub};
 pub struct Publishers {
     /// ZMQ endpoints (`tcp://host:port`) of the `kv-events` publishers.
     pub endpoints: BTreeSet<String>,
+    /// ZMQ endpoints of the `kv_metrics` publishers (KV blocks in use, for busy detection).
+    pub load_endpoints: BTreeSet<String>,
     /// Instance ids of the live workers.
     pub workers: BTreeSet<u64>,
     /// Where each `(worker, dp_rank)` answers recovery queries.
@@ -100,11 +102,13 @@ pub struct Ingest {
 
 /// Largest frame accepted from a publisher.
 const MAX_FRAME: usize = 64 << 20;
-const TOPIC: &[u8] = b"kv-events";
+const KV_EVENTS: &[u8] = b"kv-events";
+const KV_METRICS: &[u8] = b"kv_metrics";
 /// Recovery queries in flight at once (1.6.1: 16).
 pub const MAX_RECOVERIES: usize = 16;
 
 struct Link {
+    topic: &'static [u8],
     sub: Option<Sub>,
     next_try: Instant,
 }
@@ -154,9 +158,9 @@ impl Drop for Ingest {
 fn connect(links: &mut HashMap<String, Link>, stats: &IngestStats) {
     let now = Instant::now();
     for (ep, link) in links.iter_mut().filter(|(_, l)| l.sub.is_none() && l.next_try <= now) {
-        match Sub::connect(ep, &[TOPIC], Duration::from_secs(1), MAX_FRAME) {
+        match Sub::connect(ep, &[link.topic], Duration::from_secs(1), MAX_FRAME) {
             Ok(sub) => {
-                crate::log::info(&format!("kv events: subscribed to {ep}"));
+                crate::log::info(&format!("kv events: subscribed to {ep} ({})", String::from_utf8_lossy(link.topic)));
                 stats.connected.fetch_add(1, Ordering::Relaxed);
                 link.sub = Some(sub);
             }
@@ -240,9 +244,18 @@ impl State {
     }
 
     fn discovery(&mut self, p: Publishers) {
-        self.links.retain(|ep, _| p.endpoints.contains(ep));
-        for ep in &p.endpoints {
-            self.links.entry(ep.clone()).or_insert(Link { sub: None, next_try: Instant::now() });
+        self.links.retain(
+            |ep, l| {
+                if l.topic == KV_EVENTS {
+                    p.endpoints.contains(ep)
+                } else {
+                    p.load_endpoints.contains(ep)
+                }
+            },
+        );
+        let wanted = p.endpoints.iter().map(|e| (e, KV_EVENTS)).chain(p.load_endpoints.iter().map(|e| (e, KV_METRICS)));
+        for (ep, topic) in wanted {
+            self.links.entry(ep.clone()).or_insert(Link { topic, sub: None, next_try: Instant::now() });
         }
         for gone in self.workers.difference(&p.workers) {
             self.feed.publish(IndexOp::RemoveWorker { worker_id: *gone });
@@ -292,6 +305,19 @@ impl State {
 
     fn message(&mut self, m: &Message) {
         let frames: smallvec::SmallVec<[&[u8]; 4]> = m.iter().map(Vec::as_slice).collect();
+        if frames.first() == Some(&KV_METRICS) {
+            match decode_message(&frames).and_then(|msg| decode_kv_metrics(msg.envelope.payload)) {
+                Ok(m) => self.feed.publish(IndexOp::Usage {
+                    owner: Owner { worker_id: m.worker_id, dp_rank: m.dp_rank },
+                    kv_used_blocks: m.kv_used_blocks.unwrap_or(0),
+                }),
+                Err(e) => {
+                    self.stats.malformed.fetch_add(1, Ordering::Relaxed);
+                    crate::log::warn(&format!("kv metrics: undecodable message skipped: {e}"));
+                }
+            }
+            return;
+        }
         match decode_message(&frames).and_then(|msg| decode_kv_events(msg.envelope.payload)) {
             Ok(events) => {
                 for ev in events {

@@ -28,7 +28,7 @@
 //! backlog (in publish order) and are moved first on the next publish or [`IndexFeed::flush`].
 //! The backlog only grows while a shard stops draining; [`IndexFeed::backlog`] reports it.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 
 use rtrb::{Consumer, Producer, RingBuffer};
 
@@ -44,6 +44,8 @@ pub struct IndexFeed {
 pub struct IndexReplica {
     ring: Consumer<IndexOp>,
     index: KvIndex,
+    /// Latest `kv_used_blocks` per owner (from [`IndexOp::Usage`]).
+    usage: HashMap<Owner, u64>,
 }
 
 /// A feed and `replicas` replicas whose rings hold `capacity` ops each.
@@ -53,7 +55,7 @@ pub fn channel(replicas: usize, capacity: usize) -> (IndexFeed, Vec<IndexReplica
     for _ in 0..replicas {
         let (p, c) = RingBuffer::new(capacity);
         rings.push(p);
-        out.push(IndexReplica { ring: c, index: KvIndex::new() });
+        out.push(IndexReplica { ring: c, index: KvIndex::new(), usage: HashMap::new() });
     }
     let backlog = (0..replicas).map(|_| VecDeque::new()).collect();
     (IndexFeed { rings, backlog }, out)
@@ -109,9 +111,23 @@ impl IndexReplica {
         }
         let chunk = self.ring.read_chunk(n).expect("slots were counted");
         for op in chunk.into_iter() {
-            self.index.apply(&op);
+            match op {
+                IndexOp::Usage { owner, kv_used_blocks } => {
+                    self.usage.insert(owner, kv_used_blocks);
+                }
+                IndexOp::RemoveWorker { worker_id } => {
+                    self.usage.retain(|o, _| o.worker_id != worker_id);
+                    self.index.remove_worker(worker_id);
+                }
+                op => self.index.apply(&op),
+            }
         }
         n
+    }
+
+    /// The KV blocks `owner` last reported in use (as of the last drain).
+    pub fn used_blocks(&self, owner: Owner) -> Option<u64> {
+        self.usage.get(&owner).copied()
     }
 
     /// Ops published and not yet applied here.

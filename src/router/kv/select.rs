@@ -9,6 +9,12 @@
 //! answer arrives, its active block set takes the prompt's sequence hashes until the answer
 //! ends ([`Booking`]).
 //!
+//! Busy detection (§7.6): with `--active-decode-blocks-threshold F` a worker whose last
+//! `kv_metrics` report shows `kv_used_blocks / total_kv_blocks > F` is left out; with
+//! `--active-prefill-tokens-threshold N` / `-frac F` one whose booked prefill tokens exceed
+//! `N` or `F·max_num_batched_tokens` is too. If every candidate is left out the request gets
+//! 529 at once ([`Overloaded`]), as 1.6.1 answers.
+//!
 //! Bookings are per shard: each shard is one router, as each Dynamo frontend replica is one
 //! router without `--router-replica-sync`. With one shard the decisions are Dynamo's exactly;
 //! with several, each shard sees the load it booked itself and the cache state of every
@@ -21,9 +27,47 @@ use std::sync::Arc;
 
 use super::cost::{choose, logit, Candidate, CostParams, RequestShape};
 use super::hash::{local_block_hashes, sequence_hashes, BlockHashOptions};
+use super::index::Owner;
 use super::ingest::{IngestCounts, IngestStats};
 use super::replica::IndexReplica;
-use crate::registry::Worker;
+use crate::registry::{CardLimits, Worker};
+
+/// The busy thresholds (all off by default, as in 1.6.1).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct BusyThresholds {
+    /// `--active-decode-blocks-threshold`: share of the worker's KV blocks in use.
+    pub decode_blocks_frac: Option<f64>,
+    /// `--active-prefill-tokens-threshold`.
+    pub prefill_tokens: Option<u64>,
+    /// `--active-prefill-tokens-threshold-frac`, of `max_num_batched_tokens`.
+    pub prefill_frac: Option<f64>,
+}
+
+impl BusyThresholds {
+    /// Whether any threshold is set.
+    pub fn any(&self) -> bool {
+        self.decode_blocks_frac.is_some() || self.prefill_tokens.is_some() || self.prefill_frac.is_some()
+    }
+
+    /// Whether a worker with `used` KV blocks in use (if it reported) and `prefill` booked
+    /// prefill tokens is over a threshold, given its card's `limits`.
+    pub fn overloaded(&self, used: Option<u64>, prefill: u64, limits: &CardLimits) -> bool {
+        let decode = match (self.decode_blocks_frac, used) {
+            (Some(f), Some(u)) if limits.total_kv_blocks > 0 => u as f64 / limits.total_kv_blocks as f64 > f,
+            _ => false,
+        };
+        let tokens = self.prefill_tokens.is_some_and(|n| prefill > n);
+        let frac = match self.prefill_frac {
+            Some(f) if limits.max_num_batched_tokens > 0 => prefill as f64 > f * limits.max_num_batched_tokens as f64,
+            _ => false,
+        };
+        decode || tokens || frac
+    }
+}
+
+/// Every candidate worker is over a busy threshold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Overloaded;
 
 /// What this shard booked on one worker.
 #[derive(Debug, Default)]
@@ -42,6 +86,7 @@ pub struct KvSelector {
     ingest: RefCell<Option<Arc<IngestStats>>>,
     active: Table,
     params: CostParams,
+    busy: BusyThresholds,
     stats: RefCell<KvStats>,
 }
 
@@ -125,12 +170,13 @@ pub struct Choice {
 }
 
 impl KvSelector {
-    pub fn new(params: CostParams) -> KvSelector {
+    pub fn new(params: CostParams, busy: BusyThresholds) -> KvSelector {
         KvSelector {
             replica: RefCell::new(None),
             ingest: RefCell::new(None),
             active: Rc::default(),
             params,
+            busy,
             stats: RefCell::default(),
         }
     }
@@ -160,20 +206,31 @@ impl KvSelector {
         self.replica.borrow().is_some()
     }
 
-    /// Choose among `workers[i]` for `i` in `usable` for the prompt `tokens` (block size
-    /// `block_size`), and book the chosen one. `None` when `usable` is empty.
+    /// Choose among `workers[i]` for `i` in `usable` for the prompt `tokens` of a model
+    /// with `limits` (block size, KV blocks), and book the chosen one. `Ok(None)` when
+    /// `usable` is empty, [`Overloaded`] when every usable worker is busy.
     pub fn choose(
         &self,
         workers: &[Worker],
         usable: &[usize],
         tokens: &[u32],
-        block_size: u32,
+        limits: &CardLimits,
         rand: impl FnMut() -> u64,
-    ) -> Option<(Choice, Booking)> {
+    ) -> Result<Option<(Choice, Booking)>, Overloaded> {
         if usable.is_empty() {
-            return None;
+            return Ok(None);
         }
-        let block_size = block_size.max(1);
+        let free: smallvec::SmallVec<[usize; 16]>;
+        let usable = if self.busy.any() {
+            free = self.not_busy(workers, usable, limits);
+            if free.is_empty() {
+                return Err(Overloaded);
+            }
+            &free[..]
+        } else {
+            usable
+        };
+        let block_size = u32::try_from(limits.kv_cache_block_size).ok().filter(|b| *b > 0).unwrap_or(16);
         let local = local_block_hashes(tokens, block_size, &BlockHashOptions::default());
         let seq = sequence_hashes(&local);
         let overlaps = match self.replica.borrow_mut().as_mut() {
@@ -211,7 +268,7 @@ impl KvSelector {
             cands.push(c);
         }
         drop(table);
-        let k = choose(&logits, self.params.temperature, rand)?;
+        let Some(k) = choose(&logits, self.params.temperature, rand) else { return Ok(None) };
         let index = usable[k];
         let worker = workers[index].instance_id;
         let cached = (u64::from(cands[k].overlap_blocks) * u64::from(block_size)).min(tokens.len() as u64);
@@ -228,7 +285,26 @@ impl KvSelector {
         *st.decisions.entry(worker).or_insert(0) += 1;
         st.overlap_blocks += u64::from(cands[k].overlap_blocks);
         st.prompt_blocks += local.len() as u64;
-        Some((Choice { index, overlap_blocks: cands[k].overlap_blocks, logit: logits[k] }, booking))
+        Ok(Some((Choice { index, overlap_blocks: cands[k].overlap_blocks, logit: logits[k] }, booking)))
+    }
+
+    /// The usable workers under every busy threshold.
+    fn not_busy(&self, workers: &[Worker], usable: &[usize], limits: &CardLimits) -> smallvec::SmallVec<[usize; 16]> {
+        let mut replica = self.replica.borrow_mut();
+        if let Some(r) = replica.as_mut() {
+            self.stats.borrow_mut().index_ops += r.drain(usize::MAX) as u64;
+        }
+        let table = self.active.borrow();
+        usable
+            .iter()
+            .copied()
+            .filter(|&i| {
+                let id = workers[i].instance_id;
+                let used = replica.as_ref().and_then(|r| r.used_blocks(Owner { worker_id: id, dp_rank: 0 }));
+                let prefill = table.get(&id).map_or(0, |a| a.prefill_tokens);
+                !self.busy.overloaded(used, prefill, limits)
+            })
+            .collect()
     }
 }
 
@@ -241,6 +317,14 @@ mod tests {
     fn workers(n: usize) -> Vec<Worker> {
         crate::router::test_workers(n, &[])
     }
+
+    const LIMITS: CardLimits = CardLimits {
+        context_length: 0,
+        kv_cache_block_size: 16,
+        max_num_batched_tokens: 1000,
+        max_num_seqs: 0,
+        total_kv_blocks: 100,
+    };
 
     fn counter() -> impl FnMut() -> u64 {
         let mut n = 7u64;
@@ -264,22 +348,22 @@ mod tests {
     fn cached_prefix_wins_and_bookings_follow_the_answer() {
         let w = workers(2);
         let (mut feed, mut replicas) = channel(1, 64);
-        let sel = KvSelector::new(CostParams::default());
+        let sel = KvSelector::new(CostParams::default(), BusyThresholds::default());
         sel.install(replicas.pop().unwrap(), Arc::default());
         let prompt: Vec<u32> = (1000..1200).collect();
         // Nothing cached, idle: 200/16 + 12 = 24.5 on either; a tie.
-        let (c, b) = sel.choose(&w, &[0, 1], &prompt, 16, counter()).unwrap();
+        let (c, b) = sel.choose(&w, &[0, 1], &prompt, &LIMITS, counter()).unwrap().unwrap();
         assert_eq!((c.overlap_blocks, c.logit), (0, 24.5));
         drop(b);
         // Worker 101 holds 12 blocks: (12.5 − 12) + 12 = 12.5 beats 24.5.
         store(&mut feed, 101, &prompt, 12);
         feed.flush();
-        let (c, mut b) = sel.choose(&w, &[0, 1], &prompt, 16, counter()).unwrap();
+        let (c, mut b) = sel.choose(&w, &[0, 1], &prompt, &LIMITS, counter()).unwrap().unwrap();
         assert_eq!((c.index, c.overlap_blocks, c.logit), (1, 12, 12.5));
         // While that request prefills (8 uncached tokens booked) a fresh 200-token prompt
         // costs more on 101: (8 + 200)/16 + (12 ∪ 12 new = 24) = 37 vs 24.5 on 100.
         let other: Vec<u32> = (30000..30200).collect();
-        let (c2, b2) = sel.choose(&w, &[0, 1], &other, 16, counter()).unwrap();
+        let (c2, b2) = sel.choose(&w, &[0, 1], &other, &LIMITS, counter()).unwrap().unwrap();
         assert_eq!((c2.index, c2.logit), (0, 24.5));
         drop(b2);
         b.prefill_done();
@@ -288,6 +372,36 @@ mod tests {
         let st = sel.stats();
         assert_eq!(st.decisions.values().sum::<u64>(), 3);
         assert_eq!((st.overlap_blocks, st.prompt_blocks, st.index_ops, st.index_blocks), (12, 36, 1, 12));
-        assert!(sel.choose(&w, &[], &prompt, 16, counter()).is_none());
+        assert!(sel.choose(&w, &[], &prompt, &LIMITS, counter()).unwrap().is_none());
+    }
+
+    #[test]
+    fn busy_workers_are_left_out_and_all_busy_is_overloaded() {
+        let w = workers(2);
+        let (mut feed, mut replicas) = channel(1, 64);
+        let busy = BusyThresholds { decode_blocks_frac: Some(0.5), prefill_tokens: None, prefill_frac: Some(0.3) };
+        let sel = KvSelector::new(CostParams::default(), busy);
+        sel.install(replicas.pop().unwrap(), Arc::default());
+        let prompt: Vec<u32> = (0..200).collect();
+        // 101 reports 60 of its 100 blocks in use (> 0.5): only 100 is a candidate.
+        feed.publish(IndexOp::Usage { owner: Owner { worker_id: 101, dp_rank: 0 }, kv_used_blocks: 60 });
+        feed.publish(IndexOp::Usage { owner: Owner { worker_id: 100, dp_rank: 0 }, kv_used_blocks: 50 });
+        for _ in 0..4 {
+            let (c, _b) = sel.choose(&w, &[0, 1], &prompt, &LIMITS, counter()).unwrap().unwrap();
+            assert_eq!(c.index, 0);
+        }
+        // 200 booked prefill tokens on 100 is under 0.3 × 1000; a second booking (400) is over.
+        let (_, mut b1) = sel.choose(&w, &[0, 1], &prompt, &LIMITS, counter()).unwrap().unwrap();
+        let (_, mut b2) = sel.choose(&w, &[0, 1], &prompt, &LIMITS, counter()).unwrap().unwrap();
+        assert_eq!(sel.choose(&w, &[0, 1], &prompt, &LIMITS, counter()).err(), Some(Overloaded));
+        // The prefill is done: 100 is free again.
+        b1.prefill_done();
+        b2.prefill_done();
+        assert!(sel.choose(&w, &[0, 1], &prompt, &LIMITS, counter()).unwrap().is_some());
+        // A departed worker's report is forgotten; an unreported worker is never busy.
+        feed.publish(IndexOp::RemoveWorker { worker_id: 101 });
+        let (c, _b) = sel.choose(&w, &[1], &prompt, &LIMITS, counter()).unwrap().unwrap();
+        assert_eq!(c.index, 1);
+        assert!(!BusyThresholds::default().any());
     }
 }

@@ -425,6 +425,76 @@ pub struct RuntimeConfig {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Event channels
+// ---------------------------------------------------------------------------------------------
+
+/// The typed view of an event-channel record (`v1/event_channels`): one publisher of one
+/// topic and where its messages can be received. Scope and unknown fields are left in the
+/// raw JSON the snapshot keeps.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+pub struct EventChannelRecord {
+    /// `kv-events`, `kv_metrics`, `active_sequences_events`, `forward-pass-metrics`, ...
+    pub topic: String,
+    /// The publisher id (the envelope's `publisher_id`), not a worker id.
+    pub instance_id: u64,
+    pub transport: EventTransport,
+}
+
+/// How an event channel's messages travel (`transport: {"kind", "config"}`).
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "RawTransport")]
+pub enum EventTransport {
+    /// `--event-plane zmq`: the publisher's own PUB socket, `tcp://<ip>:<port>`.
+    Zmq { endpoint: String },
+    /// `--event-plane nats`: published on the NATS server the worker was given, to the
+    /// subject `<subject_prefix>.<topic>`.
+    Nats { subject_prefix: String },
+    /// Any other kind (a ZMQ broker, a later release's transport).
+    Other,
+}
+
+#[derive(Deserialize)]
+struct RawTransport {
+    kind: String,
+    #[serde(default)]
+    config: Value,
+}
+
+impl TryFrom<RawTransport> for EventTransport {
+    type Error = String;
+
+    fn try_from(raw: RawTransport) -> Result<Self, String> {
+        let field = |name: &str| {
+            raw.config
+                .get(name)
+                .and_then(Value::as_str)
+                .map(str::to_string)
+                .ok_or_else(|| format!("{} transport without a string `config.{name}`", raw.kind))
+        };
+        Ok(match raw.kind.as_str() {
+            "Zmq" => EventTransport::Zmq { endpoint: field("endpoint")? },
+            "Nats" => EventTransport::Nats { subject_prefix: field("subject_prefix")? },
+            _ => EventTransport::Other,
+        })
+    }
+}
+
+impl EventChannelRecord {
+    /// Parses the record value of a `v1/event_channels` entry.
+    pub fn parse(raw: &Value) -> Result<EventChannelRecord, String> {
+        EventChannelRecord::deserialize(raw).map_err(|e| format!("EventChannel: {e}"))
+    }
+
+    /// The NATS subject of a NATS channel (`None` for another transport).
+    pub fn nats_subject(&self) -> Option<String> {
+        match &self.transport {
+            EventTransport::Nats { subject_prefix } => Some(format!("{subject_prefix}.{}", self.topic)),
+            _ => None,
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Any record
 // ---------------------------------------------------------------------------------------------
 

@@ -11,6 +11,9 @@
 //! | [`payload`] | serde types: `RequestControlMessage`, `PreprocessedRequest`, `LLMEngineOutput`, `Annotated`, the `{data, complete_final}` envelope, handshake / prologue / `kill` `stop` `sentinel`; msgpack / JSON [`Codec`] |
 //! | [`stream`] | the response-stream sequence: handshake, prologue, data..., `complete_final`, sentinel; `kill` / `stop` going the other way |
 //!
+//! Beside the codecs, two blocking event-plane subscribers for the event-ingest thread:
+//! [`zmq`] (a ZMTP `SUB` socket per publisher) and [`nats`] (a core-NATS client).
+//!
 //! Facts come from `/work/shared/spec/dynamo-request-plane.md` (sections 5, 6, 7) and were
 //! checked against the loopback captures of real 1.6.1 processes; the bytes used by the tests
 //! are copied under `tests/data/plane/` (see its README).
@@ -21,6 +24,7 @@
 pub mod callback;
 pub mod client;
 pub mod frame;
+pub mod nats;
 pub mod payload;
 pub mod stream;
 pub mod zmq;

@@ -1,12 +1,12 @@
 //! A real etcd for tests: `etcd` on 127.0.0.1 with free ports and a temporary data dir,
 //! killed (by its pid) and cleaned up on drop.
 
-use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+use super::free_port;
 use switchyard::discovery::etcd::EtcdClient;
 
 /// A running etcd.
@@ -15,10 +15,6 @@ pub struct Etcd {
     dir: PathBuf,
     client_port: u16,
     peer_port: u16,
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port()
 }
 
 impl Etcd {

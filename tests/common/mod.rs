@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod etcd;
+pub mod nats;
 pub mod zmq_pub;
 
 use std::io::{Read, Write};
@@ -10,6 +11,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use switchyard::shard::Server;
+
+/// A port on 127.0.0.1 that was free a moment ago.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port()
+}
 
 /// Start an in-process server on 127.0.0.1 with an ephemeral port and the given I/O driver.
 pub fn start(driver: &str, args: &[&str], env: &[(&str, &str)]) -> Server {

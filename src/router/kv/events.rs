@@ -2,6 +2,10 @@
 //! `EventEnvelope`, and its payload — a batch of `RouterEvent`s carrying `stored`, `removed`
 //! and `cleared` KV-cache events — into plain Rust types. No socket work lives here.
 //!
+//! Both event planes carry the same envelope: ZMQ as frame 3 behind a 5-byte header
+//! ([`decode_message`]), NATS as the bare message body ([`decode_nats_message`], facts in
+//! [`crate::plane::nats`]).
+//!
 //! Decoding follows the advice of §4.1: any msgpack integer width is accepted, unknown map
 //! keys are ignored, `dp_rank` defaults to 0, and `cleared` may be a bare string (unit
 //! variant) or a one-entry map.
@@ -28,6 +32,8 @@ pub enum DecodeError {
     Length { declared: u32, actual: usize },
     /// The msgpack body did not decode.
     Msgpack(String),
+    /// A NATS message's subject does not end in the topic its envelope names.
+    Subject { subject: String, topic: String },
 }
 
 impl fmt::Display for DecodeError {
@@ -43,6 +49,9 @@ impl fmt::Display for DecodeError {
                 write!(f, "event frame declares {declared} bytes, carries {actual}")
             }
             DecodeError::Msgpack(e) => write!(f, "msgpack: {e}"),
+            DecodeError::Subject { subject, topic } => {
+                write!(f, "subject {subject:?} does not end in the envelope's topic {topic:?}")
+            }
         }
     }
 }
@@ -167,7 +176,28 @@ pub fn decode_envelope(frame3: &[u8]) -> Result<EventEnvelope<'_>, DecodeError> 
     if body.len() != declared as usize {
         return Err(DecodeError::Length { declared, actual: body.len() });
     }
+    envelope(body)
+}
+
+/// The msgpack `EventEnvelope` itself.
+fn envelope(body: &[u8]) -> Result<EventEnvelope<'_>, DecodeError> {
     rmp_serde::from_slice(body).map_err(|e| DecodeError::Msgpack(e.to_string()))
+}
+
+/// Decodes a NATS event-plane message: `body` is the bare msgpack envelope (no frame
+/// header), `subject` is `<subject prefix>.<topic>`. The result looks like a ZMQ message's:
+/// `topic` is the subject's last token (checked against the envelope's `topic`) and the
+/// publisher id and sequence, which NATS does not carry outside the body, are the envelope's.
+pub fn decode_nats_message<'a>(subject: &'a [u8], body: &'a [u8]) -> Result<EventMessage<'a>, DecodeError> {
+    let envelope = envelope(body)?;
+    let topic = subject.rsplit(|&b| b == b'.').next().unwrap_or(subject);
+    if topic != envelope.topic.as_bytes() {
+        return Err(DecodeError::Subject {
+            subject: String::from_utf8_lossy(subject).into_owned(),
+            topic: envelope.topic.clone(),
+        });
+    }
+    Ok(EventMessage { topic, publisher_id: envelope.publisher_id, sequence: envelope.sequence, envelope })
 }
 
 /// Decodes a whole 4-frame event-plane message (topic, publisher id, sequence, envelope).
@@ -243,5 +273,60 @@ mod tests {
             decode_message(&[f, &[0; 7], &[0; 8], f]).unwrap_err(),
             DecodeError::FrameLength { frame: 1, len: 7 }
         );
+    }
+
+    /// The captured NATS messages of a real 1.6.1 mocker (tests/data/nats/messages.json):
+    /// every one decodes as an envelope whose topic ends its subject, and the two
+    /// `kv-events` bodies decode into the events the worker stored.
+    #[test]
+    fn captured_nats_messages() {
+        let text = include_str!("../../../tests/data/nats/messages.json");
+        let msgs: Vec<serde_json::Value> = serde_json::from_str(text).unwrap();
+        let unhex = |s: &str| -> Vec<u8> {
+            s.as_bytes()
+                .chunks(2)
+                .map(|p| crate::util::hex_digit(p[0]).unwrap() << 4 | crate::util::hex_digit(p[1]).unwrap())
+                .collect()
+        };
+        let mut kv = Vec::new();
+        for m in &msgs {
+            let subject = m["subject"].as_str().unwrap();
+            let body = unhex(m["payload_hex"].as_str().unwrap());
+            let msg = decode_nats_message(subject.as_bytes(), &body).unwrap();
+            assert!(subject.starts_with("namespace.dynamo.component.backend.endpoint.generate."));
+            assert_eq!(msg.topic, msg.envelope.topic.as_bytes());
+            assert_eq!(msg.publisher_id, msg.envelope.publisher_id);
+            if msg.topic == KV_EVENTS_TOPIC.as_bytes() {
+                kv.push((msg.sequence, decode_kv_events(msg.envelope.payload).unwrap()));
+            }
+        }
+        assert_eq!(kv.len(), 2);
+        let worker = 17934233584095408132;
+        let stored = |evs: &[RouterEvent]| -> Vec<(u64, u64)> {
+            assert_eq!(evs.len(), 1);
+            assert_eq!((evs[0].worker_id, evs[0].event.dp_rank), (worker, 0));
+            assert_eq!(evs[0].residency_domain.as_deref(), Some("worker"));
+            let KvCacheEventData::Stored(s) = &evs[0].event.data else { panic!("not stored: {:?}", evs[0]) };
+            assert_eq!(s.parent_hash, None);
+            s.blocks.iter().map(|b| (b.block_hash, b.tokens_hash)).collect()
+        };
+        assert_eq!((kv[0].0, kv[0].1[0].event.event_id), (0, 1));
+        assert_eq!(
+            stored(&kv[0].1),
+            [(10823191264391160519, 10823191264391160519), (4102179227871607950, 1219978239041041138)]
+        );
+        assert_eq!((kv[1].0, kv[1].1[0].event.event_id), (1, 2));
+        let second = stored(&kv[1].1);
+        assert_eq!(second.len(), 6);
+        assert_eq!(second[0], (13738416445109219417, 13738416445109219417));
+        assert_eq!(second[5], (13096970395958926655, 16171681741107564338));
+
+        // The same body under another topic's subject, and a body that is not msgpack.
+        let body = unhex(msgs[1]["payload_hex"].as_str().unwrap());
+        assert!(matches!(
+            decode_nats_message(b"namespace.dynamo.component.backend.endpoint.generate.kv_metrics", &body),
+            Err(DecodeError::Subject { .. })
+        ));
+        assert!(matches!(decode_nats_message(b"a.kv-events", b"\xc1"), Err(DecodeError::Msgpack(_))));
     }
 }

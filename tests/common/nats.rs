@@ -1,0 +1,142 @@
+//! A real NATS server for tests: Debian's `nats-server` on 127.0.0.1 with a free port,
+//! killed (by its pid) on drop, so also when a test panics.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::free_port;
+
+/// A running `nats-server`.
+pub struct NatsServer {
+    child: Option<Child>,
+    port: u16,
+}
+
+impl NatsServer {
+    /// Starts the server and waits until it greets. Fails the test when the binary is missing.
+    pub fn start() -> NatsServer {
+        let mut server = NatsServer { child: None, port: free_port() };
+        server.spawn();
+        server
+    }
+
+    /// `nats://127.0.0.1:<port>`.
+    pub fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Kills the server and waits for it to exit.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Kills the server and starts it again on the same port.
+    pub fn restart(&mut self) {
+        self.kill();
+        self.spawn();
+    }
+
+    fn spawn(&mut self) {
+        let child = Command::new("nats-server")
+            .args(["-a", "127.0.0.1", "-p", &self.port.to_string()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn();
+        let child = match child {
+            Ok(c) => c,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => panic!(
+                "the `nats-server` binary is not on PATH; install it: apt-get install nats-server \
+                 (or bash scripts/install-system.sh)"
+            ),
+            Err(e) => panic!("cannot start nats-server: {e}"),
+        };
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Publisher::connect(self.port).is_err() {
+            if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+                panic!("nats-server exited ({status}) before it was ready on port {}", self.port);
+            }
+            assert!(Instant::now() < deadline, "nats-server not ready on port {} after 20 s", self.port);
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for NatsServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A publisher speaking the NATS protocol by hand (`PUB`, `HPUB`), independent of the client
+/// under test.
+pub struct Publisher {
+    stream: TcpStream,
+    reader: BufReader<TcpStream>,
+}
+
+impl Publisher {
+    /// Connects and completes the handshake (INFO, CONNECT with headers, PING/PONG).
+    pub fn connect(port: u16) -> std::io::Result<Publisher> {
+        let stream = TcpStream::connect(("127.0.0.1", port))?;
+        stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+        let mut p = Publisher { reader: BufReader::new(stream.try_clone()?), stream };
+        let info = p.line()?;
+        if !info.starts_with("INFO ") {
+            return Err(std::io::Error::other(format!("not a NATS greeting: {info}")));
+        }
+        p.stream.write_all(b"CONNECT {\"verbose\":false,\"pedantic\":false,\"headers\":true}\r\n")?;
+        p.flush()?;
+        Ok(p)
+    }
+
+    fn line(&mut self) -> std::io::Result<String> {
+        let mut line = String::new();
+        if self.reader.read_line(&mut line)? == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        Ok(line)
+    }
+
+    /// `PUB subject <len>` + payload.
+    pub fn publish(&mut self, subject: &str, payload: &[u8]) {
+        let mut m = format!("PUB {subject} {}\r\n", payload.len()).into_bytes();
+        m.extend_from_slice(payload);
+        m.extend_from_slice(b"\r\n");
+        self.stream.write_all(&m).expect("PUB");
+    }
+
+    /// `HPUB subject <header len> <total len>` + headers + payload.
+    pub fn publish_with_headers(&mut self, subject: &str, headers: &[u8], payload: &[u8]) {
+        let total = headers.len() + payload.len();
+        let mut m = format!("HPUB {subject} {} {total}\r\n", headers.len()).into_bytes();
+        m.extend_from_slice(headers);
+        m.extend_from_slice(payload);
+        m.extend_from_slice(b"\r\n");
+        self.stream.write_all(&m).expect("HPUB");
+    }
+
+    /// Waits until the server has processed everything sent so far (PING → PONG).
+    pub fn flush(&mut self) -> std::io::Result<()> {
+        self.stream.write_all(b"PING\r\n")?;
+        loop {
+            let line = self.line()?;
+            match line.trim_end() {
+                "PONG" => return Ok(()),
+                "PING" => self.stream.write_all(b"PONG\r\n")?,
+                l if l.starts_with("-ERR") => return Err(std::io::Error::other(l.to_string())),
+                _ => {}
+            }
+        }
+    }
+}

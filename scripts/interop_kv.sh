@@ -22,8 +22,12 @@
 # decode a long answer, a third request gets 529 with the same body from switchyard as from
 # dynamo.frontend, and once they finish requests pass again.
 #
+# The nats phase: two mockers on --event-plane nats with a real nats-server (Debian); the
+# kv router must receive their events and usage over NATS (and restore their trees over the
+# request plane) and credit cached prefixes.
+#
 # Usage: bash scripts/interop_kv.sh     (SWITCHYARD_BIN: a binary already built;
-#        KV_PHASES="ratios recovery busy" by default)
+#        KV_PHASES="ratios recovery busy nats" by default)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/real-dynamo-env.sh
@@ -51,7 +55,7 @@ start_mockers() { # log-prefix first last [speedup]: mockers first..last; waits 
   [ "$2" = 1 ] && MOCKERS=()
   for i in $(seq "$2" "$3"); do
     "$PY" -m dynamo.mocker --model-path "$MODEL_DIR" --model-name qwen3 --discovery-backend file \
-      --request-plane tcp --event-plane zmq --block-size 16 --num-gpu-blocks-override 160 \
+      --request-plane tcp --event-plane "${EVENT_PLANE:-zmq}" --block-size 16 --num-gpu-blocks-override 160 \
       --speedup-ratio "${4:-20}" >"$WORK/$1-mocker$i.log" 2>&1 &
     MOCKERS[i]=$!; PIDS+=($!)
   done
@@ -205,7 +209,34 @@ PYEOF
   echo "busy: ok (529 $ours from both, 200 once the workers are free)"
 }
 
-PHASES=${KV_PHASES:-ratios recovery busy}
+nats_phase() {
+  command -v nats-server >/dev/null || fail "nats: nats-server missing: apt-get install nats-server (or bash scripts/install-system.sh)"
+  local port; port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  nats-server -a 127.0.0.1 -p "$port" >"$WORK/nats-server.log" 2>&1 &
+  local ns=$!; PIDS+=($ns)
+  export NATS_SERVER="nats://127.0.0.1:$port" DYN_FILE_KV="$WORK/kv-nats" EVENT_PLANE=nats
+  mkdir -p "$DYN_FILE_KV"
+  start_mockers nats 1 2
+  start_frontend nats "$BIN" --router-mode kv --event-plane nats
+  sleep 3
+  local ratio
+  ratio=$("$PY" scripts/interop_client.py prefix --base-url http://127.0.0.1:18500/v1 --model qwen3 \
+    --requests 60 --concurrency 1 --seed 5) || fail "nats: the workload failed"
+  local events usage
+  events=$(metric switchyard_kv_ingest_events_total)
+  [ "$events" -gt 0 ] || fail "nats: no KV events arrived over NATS"
+  python3 -c "import sys; sys.exit(0 if $ratio > 0.3 else 1)" || fail "nats: cached-token ratio $ratio"
+  grep -q "subjects on nats://" "$WORK/nats.log" || fail "nats: never subscribed on the NATS server"
+  kill "$FE" "${MOCKERS[@]}"; wait "$FE" "${MOCKERS[@]}" 2>/dev/null || true
+  kill "$ns"; wait "$ns" 2>/dev/null || true
+  unset NATS_SERVER EVENT_PLANE
+  echo "nats: ok ($events KV events over NATS, cached-token ratio $ratio)"
+}
+
+PHASES=${KV_PHASES:-ratios recovery busy nats}
+if [[ " $PHASES " == *" nats "* ]]; then
+  nats_phase
+fi
 if [[ " $PHASES " == *" busy "* ]]; then
   busy
 fi

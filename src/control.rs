@@ -24,6 +24,7 @@ use crate::discovery::etcd::{EtcdSource, EtcdView};
 use crate::discovery::file::{FileStore, InotifyWake};
 use crate::discovery::mem::MemStore;
 use crate::discovery::records::{Codec as CardCodec, ModelInput};
+use crate::discovery::records::{EventChannelRecord, EventTransport};
 use crate::discovery::{watch, Snapshot, Source};
 use crate::plane::payload::Codec;
 use crate::registry::{CardLimits, Registry, Serving, TokensModel, Worker};
@@ -128,22 +129,27 @@ impl Builder {
     }
 }
 
-/// The `kv-events` publishers (ZMQ endpoints of the event channels), their recovery targets
-/// and the live workers of a snapshot.
+/// The `kv-events` and `kv_metrics` publishers (ZMQ endpoints, NATS subjects), the recovery
+/// targets and the live workers of a snapshot.
 fn kv_publishers(snap: &Snapshot) -> Publishers {
-    let zmq = |topic: &str| -> BTreeSet<String> {
-        snap.event_channels
-            .iter()
-            .filter(|c| {
-                c.raw["topic"] == topic && c.raw.pointer("/transport/kind").and_then(|k| k.as_str()) == Some("Zmq")
-            })
-            .filter_map(|c| c.raw.pointer("/transport/config/endpoint").and_then(|e| e.as_str()).map(str::to_string))
-            .collect()
-    };
-    let (endpoints, load_endpoints) = (zmq("kv-events"), zmq("kv_metrics"));
+    let (mut endpoints, mut load_endpoints, mut nats_subjects) = (BTreeSet::new(), BTreeSet::new(), BTreeSet::new());
+    for c in snap.event_channels.iter().filter_map(|c| EventChannelRecord::parse(&c.raw).ok()) {
+        let zmq = match (&c.transport, c.topic.as_str()) {
+            (EventTransport::Zmq { endpoint }, "kv-events") => Some((&mut endpoints, endpoint.clone())),
+            (EventTransport::Zmq { endpoint }, "kv_metrics") => Some((&mut load_endpoints, endpoint.clone())),
+            (EventTransport::Nats { .. }, "kv-events" | "kv_metrics") => {
+                nats_subjects.extend(c.nats_subject());
+                None
+            }
+            _ => None,
+        };
+        if let Some((set, endpoint)) = zmq {
+            set.insert(endpoint);
+        }
+    }
     let workers = snap.instances.iter().map(|e| e.record.instance_id).collect();
     let sources = snap.event_sources.iter().filter_map(|e| Target::from_event_source(&e.raw)).collect();
-    Publishers { endpoints, load_endpoints, workers, sources }
+    Publishers { endpoints, load_endpoints, nats_subjects, workers, sources }
 }
 
 fn resolve(addr: &str) -> Option<SocketAddr> {

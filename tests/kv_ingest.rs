@@ -57,12 +57,7 @@ fn captured_events_reach_the_shard_replica_and_leave_with_the_worker() {
     let ingest = Ingest::start(feed).unwrap();
     let endpoint = publisher.endpoint();
     let workers: BTreeSet<u64> = [worker].into();
-    ingest.update(Publishers {
-        endpoints: [endpoint].into(),
-        workers: workers.clone(),
-        load_endpoints: BTreeSet::new(),
-        sources: Default::default(),
-    });
+    ingest.update(Publishers { endpoints: [endpoint].into(), workers: workers.clone(), ..Default::default() });
     let t0 = Instant::now();
     loop {
         replica.drain(usize::MAX);
@@ -85,12 +80,7 @@ fn captured_events_reach_the_shard_replica_and_leave_with_the_worker() {
     // The worker goes (publisher stopped, discovery no longer lists it): its blocks go too.
     let _ = publisher.0.kill();
     let _ = publisher.0.wait();
-    ingest.update(Publishers {
-        endpoints: BTreeSet::new(),
-        workers: BTreeSet::new(),
-        load_endpoints: BTreeSet::new(),
-        sources: Default::default(),
-    });
+    ingest.update(Publishers { endpoints: BTreeSet::new(), workers: BTreeSet::new(), ..Default::default() });
     let t0 = Instant::now();
     loop {
         replica.drain(usize::MAX);
@@ -101,4 +91,69 @@ fn captured_events_reach_the_shard_replica_and_leave_with_the_worker() {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert_eq!(replica.index().indexed_blocks(), 0);
+}
+
+/// Workers on `--event-plane nats`: their `kv-events` and `kv_metrics` channels are NATS
+/// subjects on a real nats-server; events and usage reports reach the replica the same way.
+#[test]
+fn events_and_usage_reports_over_nats_reach_the_replica() {
+    use common::kv_msg::{envelope, stored, W};
+    use common::nats::{NatsServer, Publisher as NatsPub};
+    let server = NatsServer::start();
+    let prefix = "namespace.dynamo.component.backend.endpoint.generate";
+    let (events, metrics) = (format!("{prefix}.kv-events"), format!("{prefix}.kv_metrics"));
+    let (feed, mut replicas) = channel(1, 1024);
+    let mut replica = replicas.pop().unwrap();
+    let ingest = Ingest::start_with(feed, server.url()).unwrap();
+    ingest.update(Publishers {
+        nats_subjects: [events.clone(), metrics.clone()].into(),
+        workers: [W.worker_id].into(),
+        ..Default::default()
+    });
+    let mut publisher = NatsPub::connect(server.port()).unwrap();
+    #[derive(serde::Serialize)]
+    struct Usage {
+        worker_id: u64,
+        dp_rank: u32,
+        active_decode_blocks: Option<u64>,
+        active_prefill_tokens: Option<u64>,
+        kv_used_blocks: u64,
+    }
+    let usage = Usage {
+        worker_id: W.worker_id,
+        dp_rank: 0,
+        active_decode_blocks: None,
+        active_prefill_tokens: None,
+        kv_used_blocks: 25,
+    };
+    let t0 = Instant::now();
+    let mut seq = 0;
+    loop {
+        // Published until seen: the subscription may not be in place yet.
+        publisher.publish(&events, &envelope("kv-events", &[stored(1, None, 11), stored(2, Some(11), 22)], seq));
+        publisher.publish(&metrics, &envelope("kv_metrics", &usage, seq));
+        publisher.flush().unwrap();
+        seq += 1;
+        std::thread::sleep(Duration::from_millis(20));
+        replica.drain(usize::MAX);
+        if replica.find_matches(&[11, 22]) == [(W, 2)] && replica.used_blocks(W) == Some(25) {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "NATS messages never reached the replica: matches {:?}, usage {:?}, ingest {:?}",
+            replica.find_matches(&[11, 22]),
+            replica.used_blocks(W),
+            ingest.stats.counts()
+        );
+    }
+    // A message whose subject and envelope topic disagree is malformed, not applied.
+    publisher.publish(&events, &envelope("kv_metrics", &usage, seq));
+    publisher.flush().unwrap();
+    let t0 = Instant::now();
+    while ingest.stats.counts().malformed == 0 {
+        assert!(t0.elapsed() < Duration::from_secs(5), "a mislabelled message was not counted as malformed");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(server);
 }

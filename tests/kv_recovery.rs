@@ -13,8 +13,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
+use common::kv_msg::{stored, zmq_message, W};
 use common::zmq_pub::publish;
-use serde::{Serialize, Serializer};
+use serde::Serialize;
 use serde_json::Value;
 use switchyard::plane::frame::{encode_ack, Ack, RequestFrameDecoder};
 use switchyard::plane::payload::{
@@ -24,60 +25,10 @@ use switchyard::plane::stream::{
     encode_complete_final, encode_control, encode_handshake, encode_item, encode_prologue,
 };
 use switchyard::plane::Decoded;
-use switchyard::router::kv::events::{KvCacheEvent, KvCacheEventData, RouterEvent, StoredBlock, StoredEvent};
-use switchyard::router::kv::index::Owner;
+use switchyard::router::kv::events::RouterEvent;
 use switchyard::router::kv::ingest::{Ingest, Publishers};
 use switchyard::router::kv::recovery::Target;
 use switchyard::router::kv::replica::channel;
-
-const W: Owner = Owner { worker_id: 0x30f2_aa86_570d_7772, dp_rank: 0 };
-
-/// A stored event of one block `hash` under `parent`.
-fn stored(id: u64, parent: Option<u64>, hash: u64) -> RouterEvent {
-    RouterEvent {
-        worker_id: W.worker_id,
-        storage_tier: "device".into(),
-        residency_domain: Some("worker".into()),
-        event: KvCacheEvent {
-            event_id: id,
-            dp_rank: W.dp_rank,
-            data: KvCacheEventData::Stored(StoredEvent {
-                parent_hash: parent,
-                start_position: None,
-                blocks: vec![StoredBlock { block_hash: hash, tokens_hash: hash, mm_extra_info: None }],
-            }),
-        },
-    }
-}
-
-struct Bin<'a>(&'a [u8]);
-
-impl Serialize for Bin<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_bytes(self.0)
-    }
-}
-
-#[derive(Serialize)]
-struct Envelope<'a> {
-    publisher_id: u64,
-    sequence: u64,
-    published_at: u64,
-    topic: &'a str,
-    payload: Bin<'a>,
-}
-
-/// The four frames (hex, comma-joined) of a `kv-events` message carrying `events`.
-fn message(events: &[RouterEvent], sequence: u64) -> String {
-    let payload = rmp_serde::to_vec_named(events).unwrap();
-    let env = Envelope { publisher_id: 77, sequence, published_at: 0, topic: "kv-events", payload: Bin(&payload) };
-    let body = rmp_serde::to_vec_named(&env).unwrap();
-    let mut frame3 = vec![1u8];
-    frame3.extend_from_slice(&(body.len() as u32).to_be_bytes());
-    frame3.extend_from_slice(&body);
-    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
-    [hex(b"kv-events"), hex(&77u64.to_be_bytes()), hex(&sequence.to_be_bytes()), hex(&frame3)].join(",")
-}
 
 #[derive(Serialize)]
 enum Answer {
@@ -133,7 +84,7 @@ fn a_new_source_is_restored_in_full_and_a_gap_is_filled_from_the_worker() {
     // The worker holds the chain 11 → 22 → 33 → 44 (event ids 1..4); the event plane only
     // ever delivers events 1 and 4.
     let (a, b, c, d) = (11, 22, 33, 44);
-    let publisher = publish(&[message(&[stored(1, None, a)], 0), message(&[stored(4, Some(c), d)], 1)]);
+    let publisher = publish(&[zmq_message(&[stored(1, None, a)], 0), zmq_message(&[stored(4, Some(c), d)], 1)]);
     let (addr, seen) = recovery_worker(|req| {
         if req["start_event_id"].is_null() {
             // The tree as of event 1.
@@ -152,7 +103,7 @@ fn a_new_source_is_restored_in_full_and_a_gap_is_filled_from_the_worker() {
         endpoints: [publisher.endpoint()].into(),
         workers: [W.worker_id].into(),
         sources: [(W, target)].into(),
-        load_endpoints: Default::default(),
+        ..Default::default()
     });
     let chain = [a, b, c, d];
     let t0 = Instant::now();

@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod etcd;
+pub mod kv_msg;
 pub mod nats;
 pub mod zmq_pub;
 

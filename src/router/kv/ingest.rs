@@ -24,11 +24,14 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::events::{decode_kv_events, decode_kv_metrics, decode_message};
+use super::events::{
+    decode_kv_events, decode_kv_metrics, decode_message, decode_nats_message, DecodeError, EventMessage,
+};
 use super::index::{IndexOp, Owner};
 use super::recovery::{self, Answer, Deadlines, QueryRequest, Target};
 use super::replica::IndexFeed;
 use super::streams::{Out, Streams, Want};
+use crate::plane::nats;
 use crate::plane::zmq::{Message, Sub};
 
 /// What discovery says the ingest thread should follow.
@@ -38,6 +41,9 @@ pub struct Publishers {
     pub endpoints: BTreeSet<String>,
     /// ZMQ endpoints of the `kv_metrics` publishers (KV blocks in use, for busy detection).
     pub load_endpoints: BTreeSet<String>,
+    /// NATS subjects of `kv-events` and `kv_metrics` channels (workers on `--event-plane
+    /// nats`), received from the server `NATS_SERVER` names.
+    pub nats_subjects: BTreeSet<String>,
     /// Instance ids of the live workers.
     pub workers: BTreeSet<u64>,
     /// Where each `(worker, dp_rank)` answers recovery queries.
@@ -114,21 +120,29 @@ struct Link {
 }
 
 impl Ingest {
-    /// Start the thread feeding `feed`.
+    /// Start the thread feeding `feed`; NATS channels are received from the server named by
+    /// `NATS_SERVER` (default `nats://localhost:4222`), as Dynamo's processes do.
     pub fn start(feed: IndexFeed) -> std::io::Result<Ingest> {
+        let nats_url = std::env::var("NATS_SERVER").unwrap_or_else(|_| nats::DEFAULT_URL.to_owned());
+        Ingest::start_with(feed, nats_url)
+    }
+
+    /// [`Ingest::start`] with the NATS server given.
+    pub fn start_with(feed: IndexFeed, nats_url: String) -> std::io::Result<Ingest> {
         let (tx, rx) = flume::unbounded::<Publishers>();
         let stop = Arc::new(AtomicBool::new(false));
         let stats = Arc::new(IngestStats::default());
         let (stop2, stats2) = (stop.clone(), stats.clone());
         let callback_host = std::env::var("DYN_TCP_RESPONSE_STREAM_HOST").unwrap_or_else(|_| "127.0.0.1".to_owned());
         let thread = std::thread::Builder::new().name("kv-ingest".into()).spawn(move || {
-            let mut st = State::new(feed, stats2, callback_host);
+            let mut st = State::new(feed, stats2, callback_host, nats_url);
             while !stop2.load(Ordering::Acquire) {
                 while let Ok(p) = rx.try_recv() {
                     st.discovery(p);
                 }
                 connect(&mut st.links, &st.stats);
-                poll(&mut st.links, &mut st.batch);
+                st.nats.connect(&st.stats);
+                poll(&mut st.links, &mut st.nats, &mut st.batch, &mut st.nats_batch);
                 st.step();
             }
         })?;
@@ -172,15 +186,54 @@ fn connect(links: &mut HashMap<String, Link>, stats: &IngestStats) {
     }
 }
 
+/// The NATS side: one connection to `NATS_SERVER` subscribed to every wanted subject
+/// (reconnected with the new list when discovery changes it; a message lost meanwhile is a
+/// gap the recovery fills).
+struct NatsLink {
+    url: String,
+    subjects: BTreeSet<String>,
+    sub: Option<nats::Sub>,
+    next_try: Instant,
+}
+
+impl NatsLink {
+    fn connect(&mut self, stats: &IngestStats) {
+        if self.subjects.is_empty() || self.sub.is_some() || self.next_try > Instant::now() {
+            return;
+        }
+        let subjects: Vec<&str> = self.subjects.iter().map(String::as_str).collect();
+        match nats::Sub::connect(&self.url, &subjects, Duration::from_secs(1), MAX_FRAME) {
+            Ok(sub) => {
+                crate::log::info(&format!("kv events: subscribed to {} subjects on {}", subjects.len(), self.url));
+                stats.connected.fetch_add(1, Ordering::Relaxed);
+                self.sub = Some(sub);
+            }
+            Err(e) => {
+                crate::log::warn(&format!("kv events: cannot subscribe on NATS {}: {e}", self.url));
+                self.next_try = Instant::now() + Duration::from_secs(1);
+            }
+        }
+    }
+}
+
 /// Waits (≤ 50 ms) for readable publishers and collects their whole messages.
-fn poll(links: &mut HashMap<String, Link>, out: &mut Vec<Message>) {
+fn poll(
+    links: &mut HashMap<String, Link>,
+    nats: &mut NatsLink,
+    out: &mut Vec<Message>,
+    nats_out: &mut Vec<nats::NatsMsg>,
+) {
     let mut fds: Vec<libc::pollfd> = Vec::new();
-    let mut keys: Vec<String> = Vec::new();
+    let mut keys: Vec<Option<String>> = Vec::new();
     for (ep, link) in links.iter() {
         if let Some(sub) = &link.sub {
             fds.push(libc::pollfd { fd: sub.stream().as_raw_fd(), events: libc::POLLIN, revents: 0 });
-            keys.push(ep.clone());
+            keys.push(Some(ep.clone()));
         }
+    }
+    if let Some(sub) = &nats.sub {
+        fds.push(libc::pollfd { fd: sub.stream().as_raw_fd(), events: libc::POLLIN, revents: 0 });
+        keys.push(None);
     }
     if fds.is_empty() {
         std::thread::sleep(Duration::from_millis(50));
@@ -191,10 +244,18 @@ fn poll(links: &mut HashMap<String, Link>, out: &mut Vec<Message>) {
     if n <= 0 {
         return;
     }
-    for (fd, ep) in fds.iter().zip(keys) {
+    for (fd, key) in fds.iter().zip(keys) {
         if fd.revents == 0 {
             continue;
         }
+        let Some(ep) = key else {
+            if let Some(Err(e)) = nats.sub.as_mut().map(|s| s.drain(nats_out)) {
+                crate::log::warn(&format!("kv events: NATS {} lost ({e}); reconnecting", nats.url));
+                nats.sub = None;
+                nats.next_try = Instant::now() + Duration::from_secs(1);
+            }
+            continue;
+        };
         let Some(link) = links.get_mut(&ep) else { continue };
         let Some(sub) = link.sub.as_mut() else { continue };
         if let Err(e) = sub.drain(out) {
@@ -210,6 +271,8 @@ struct State {
     feed: IndexFeed,
     stats: Arc<IngestStats>,
     links: HashMap<String, Link>,
+    nats: NatsLink,
+    nats_batch: Vec<nats::NatsMsg>,
     workers: BTreeSet<u64>,
     sources: BTreeMap<Owner, Target>,
     streams: Streams,
@@ -224,12 +287,14 @@ struct State {
 }
 
 impl State {
-    fn new(feed: IndexFeed, stats: Arc<IngestStats>, callback_host: String) -> State {
+    fn new(feed: IndexFeed, stats: Arc<IngestStats>, callback_host: String, nats_url: String) -> State {
         let (replies_tx, replies) = flume::unbounded();
         State {
             feed,
             stats,
             links: HashMap::new(),
+            nats: NatsLink { url: nats_url, subjects: BTreeSet::new(), sub: None, next_try: Instant::now() },
+            nats_batch: Vec::new(),
             workers: BTreeSet::new(),
             sources: BTreeMap::new(),
             streams: Streams::default(),
@@ -261,6 +326,12 @@ impl State {
             self.feed.publish(IndexOp::RemoveWorker { worker_id: *gone });
             self.streams.remove_worker(*gone);
         }
+        if p.nats_subjects != self.nats.subjects {
+            // Subscribed at connect: a new list means a new connection.
+            self.nats.subjects = p.nats_subjects;
+            self.nats.sub = None;
+            self.nats.next_try = Instant::now();
+        }
         self.workers = p.workers;
         for owner in p.sources.keys() {
             if !self.sources.contains_key(owner) && self.workers.contains(&owner.worker_id) {
@@ -275,10 +346,17 @@ impl State {
     fn step(&mut self) {
         let batch = std::mem::take(&mut self.batch);
         for m in &batch {
-            self.message(m);
+            let frames: smallvec::SmallVec<[&[u8]; 4]> = m.iter().map(Vec::as_slice).collect();
+            self.message(decode_message(&frames));
         }
         self.batch = batch;
         self.batch.clear();
+        let batch = std::mem::take(&mut self.nats_batch);
+        for m in &batch {
+            self.message(decode_nats_message(m.subject.as_bytes(), &m.payload));
+        }
+        self.nats_batch = batch;
+        self.nats_batch.clear();
         while let Ok((owner, reply)) = self.replies.try_recv() {
             self.in_flight -= 1;
             self.streams.reply(owner, reply, Instant::now(), &mut self.out);
@@ -303,32 +381,35 @@ impl State {
         s.recovery_given_up.store(c.given_up, Ordering::Relaxed);
     }
 
-    fn message(&mut self, m: &Message) {
-        let frames: smallvec::SmallVec<[&[u8]; 4]> = m.iter().map(Vec::as_slice).collect();
-        if frames.first() == Some(&KV_METRICS) {
-            match decode_message(&frames).and_then(|msg| decode_kv_metrics(msg.envelope.payload)) {
+    /// One event-plane message of either transport: KV events or a KV usage report.
+    fn message(&mut self, msg: Result<EventMessage<'_>, DecodeError>) {
+        let msg = match msg {
+            Ok(m) => m,
+            Err(e) => return self.malformed("message", &e),
+        };
+        if msg.topic == KV_METRICS {
+            match decode_kv_metrics(msg.envelope.payload) {
                 Ok(m) => self.feed.publish(IndexOp::Usage {
                     owner: Owner { worker_id: m.worker_id, dp_rank: m.dp_rank },
                     kv_used_blocks: m.kv_used_blocks.unwrap_or(0),
                 }),
-                Err(e) => {
-                    self.stats.malformed.fetch_add(1, Ordering::Relaxed);
-                    crate::log::warn(&format!("kv metrics: undecodable message skipped: {e}"));
-                }
+                Err(e) => self.malformed("kv_metrics report", &e),
             }
             return;
         }
-        match decode_message(&frames).and_then(|msg| decode_kv_events(msg.envelope.payload)) {
+        match decode_kv_events(msg.envelope.payload) {
             Ok(events) => {
                 for ev in events {
                     self.streams.event(ev, &mut self.out);
                 }
             }
-            Err(e) => {
-                self.stats.malformed.fetch_add(1, Ordering::Relaxed);
-                crate::log::warn(&format!("kv events: undecodable message skipped: {e}"));
-            }
+            Err(e) => self.malformed("kv-events message", &e),
         }
+    }
+
+    fn malformed(&self, what: &str, e: &DecodeError) {
+        self.stats.malformed.fetch_add(1, Ordering::Relaxed);
+        crate::log::warn(&format!("kv events: undecodable {what} skipped: {e}"));
     }
 
     fn start_queries(&mut self) {

@@ -27,7 +27,10 @@
 # request plane) and credit cached prefixes.
 #
 # Usage: bash scripts/interop_kv.sh     (SWITCHYARD_BIN: a binary already built;
-#        KV_PHASES="ratios recovery busy nats" by default)
+#        KV_PHASES="ratios recovery busy nats approx" by default)
+#
+# The approx phase: --no-router-kv-events (no KV events read; the cache predicted from the
+# router's own decisions) on the ratios workload must stay well above round-robin.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/real-dynamo-env.sh
@@ -233,7 +236,18 @@ nats_phase() {
   echo "nats: ok ($events KV events over NATS, cached-token ratio $ratio)"
 }
 
-PHASES=${KV_PHASES:-ratios recovery busy nats}
+approx_phase() { # approximate mode on real mockers: one workload, against round-robin's mean
+  local ratio
+  ratio=$(run switchyard-approx 7 "$BIN" --router-mode kv --no-router-kv-events)
+  echo "approx: switchyard --router-mode kv --no-router-kv-events: cached-token ratio $ratio"
+  python3 -c "import sys; sys.exit(0 if $ratio >= 0.5 else 1)" \
+    || fail "approx: cached-token ratio $ratio (round-robin gets about 0.22)"
+}
+
+PHASES=${KV_PHASES:-ratios recovery busy nats approx}
+if [[ " $PHASES " == *" approx "* ]]; then
+  approx_phase
+fi
 if [[ " $PHASES " == *" nats "* ]]; then
   nats_phase
 fi

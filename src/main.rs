@@ -121,10 +121,9 @@ fn main() {
     };
     // --router-mode kv: one index replica per shard, fed by the event-ingest thread.
     let ingest = if cfg.parsed.get("router_mode").as_str() == Some("kv") {
-        let (feed, replicas) = switchyard::router::kv::replica::channel(server.drivers.len(), 1 << 16);
-        match switchyard::router::kv::ingest::Ingest::start(feed) {
-            Ok(i) => {
-                server.install_kv(replicas, &i.stats);
+        match switchyard::router::kv::ingest::Ingest::start_for(server.drivers.len(), cfg.kv_approximate_ttl) {
+            Ok((i, installs)) => {
+                server.install_kv(installs);
                 Some(i)
             }
             Err(e) => {

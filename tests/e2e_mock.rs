@@ -85,24 +85,17 @@ fn setup_with(tag: &str, cfg: MockConfig) -> Setup {
     Setup { server: Some(server), control: Some(control), worker, _store: store, script }
 }
 
+/// The configuration of a two-shard frontend on an ephemeral loopback port, plus `extra`.
+fn frontend_config(extra: &[&str]) -> Arc<switchyard::config::Config> {
+    let base = ["--http-host", "127.0.0.1", "--http-port", "0", "--shards", "2", "--no-pin-shards"];
+    let args: Vec<String> = base.iter().chain(extra).map(|s| s.to_string()).collect();
+    let (_, cfg, _) = switchyard::config::load(&args, &|_| None).unwrap();
+    Arc::new(cfg.unwrap())
+}
+
 /// A two-shard frontend watching `backend`, returned once a model is listed.
 fn frontend(backend: Backend) -> (Server, Control) {
-    let args: Vec<String> = [
-        "--http-host",
-        "127.0.0.1",
-        "--http-port",
-        "0",
-        "--shards",
-        "2",
-        "--no-pin-shards",
-        "--discovery-backend",
-        "file",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let (_, cfg, _) = switchyard::config::load(&args, &|_| None).unwrap();
-    let cfg = Arc::new(cfg.unwrap());
+    let cfg = frontend_config(&["--discovery-backend", "file"]);
     let server = Server::start(cfg.clone()).unwrap();
     let control = Control::start(&cfg, &server, backend).unwrap();
     assert!(wait_models(server.addr, |ids| !ids.is_empty()), "the model never appeared in /v1/models");
@@ -1061,4 +1054,61 @@ fn text_chunks_match_the_captured_dynamo_answers() {
     let got: serde_json::Value = serde_json::from_str(&raw).unwrap();
     assert_eq!(got["choices"][0]["message"]["content"], "Hi there!");
     assert_eq!(got["usage"], serde_json::json!({"prompt_tokens": 3, "completion_tokens": 3, "total_tokens": 6}));
+}
+
+/// `--router-mode kv --no-router-kv-events`: no KV events at all (the embedded workers
+/// publish none); the router predicts the cache from its own decisions, so a repeated prompt
+/// finds its blocks on the worker it went to, whichever shard serves it.
+#[test]
+fn approximate_kv_mode_predicts_the_cache_from_its_own_decisions() {
+    let cfg = switchyard::config::Embedded { workers: 3, model_path: qwen3_dir() };
+    let embedded = switchyard::embedded::start(&cfg).unwrap();
+    let fcfg = frontend_config(&["--router-mode", "kv", "--no-router-kv-events", "--router-ttl-secs", "60"]);
+    assert_eq!(fcfg.kv_approximate_ttl, Some(Duration::from_secs(60)));
+    let server = Server::start(fcfg.clone()).unwrap();
+    let (ingest, installs) =
+        switchyard::router::kv::ingest::Ingest::start_for(server.drivers.len(), fcfg.kv_approximate_ttl).unwrap();
+    server.install_kv(installs);
+    let control =
+        Control::start_with_kv(&fcfg, &server, Backend::Mem(embedded.store.clone()), Some(ingest.sender())).unwrap();
+    assert!(wait_models(server.addr, |ids| !ids.is_empty()));
+    // A prompt of many full blocks, sent on fresh connections (spread over both shards).
+    let long: String = (0..120).map(|i| format!("word{i} ")).collect();
+    let body = serde_json::json!({"model": "qwen3", "messages": [{"role": "user", "content": long}], "max_tokens": 4});
+    let decisions = |text: &str| -> Vec<(String, u64)> {
+        text.lines()
+            .filter(|l| l.starts_with("switchyard_kv_router_decisions_total{"))
+            .map(|l| (l.split('"').nth(1).unwrap().to_string(), l.split(' ').next_back().unwrap().parse().unwrap()))
+            .collect()
+    };
+    let counter = |text: &str, name: &str| -> u64 {
+        text.lines()
+            .find(|l| l.starts_with(name) && l.as_bytes().get(name.len()) == Some(&b' '))
+            .map_or(0, |l| l.split(' ').next_back().unwrap().parse().unwrap())
+    };
+    for _ in 0..6 {
+        let req = format!(
+            "POST /v1/chat/completions HTTP/1.1\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{}",
+            body.to_string().len(),
+            body
+        );
+        let r = Client::connect(server.addr).roundtrip(req.as_bytes());
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+        std::thread::sleep(Duration::from_millis(30));
+    }
+    let text =
+        String::from_utf8(Client::connect(server.addr).roundtrip(b"GET /metrics HTTP/1.1\r\n\r\n").body).unwrap();
+    let d = decisions(&text);
+    assert_eq!(d.iter().map(|(_, n)| n).sum::<u64>(), 6, "{d:?}");
+    assert_eq!(d.len(), 1, "every repeat went to the worker the first one predicted: {d:?}");
+    // The first request found nothing; each repeat found all of the prompt's full blocks.
+    let (overlap, prompt) = (
+        counter(&text, "switchyard_kv_router_overlap_blocks_total"),
+        counter(&text, "switchyard_kv_router_prompt_blocks_total"),
+    );
+    assert!(prompt >= 6 * 4, "a prompt of several blocks: {prompt} blocks over 6 requests");
+    assert_eq!(overlap, prompt / 6 * 5, "the repeats found the predicted blocks");
+    control.stop();
+    server.shutdown();
+    drop(ingest);
 }

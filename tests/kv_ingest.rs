@@ -104,7 +104,11 @@ fn events_and_usage_reports_over_nats_reach_the_replica() {
     let (events, metrics) = (format!("{prefix}.kv-events"), format!("{prefix}.kv_metrics"));
     let (feed, mut replicas) = channel(1, 1024);
     let mut replica = replicas.pop().unwrap();
-    let ingest = Ingest::start_with(feed, server.url()).unwrap();
+    let ingest = Ingest::start_with(
+        feed,
+        switchyard::router::kv::ingest::IngestOptions { nats_url: server.url(), approximate: None },
+    )
+    .unwrap();
     ingest.update(Publishers {
         nats_subjects: [events.clone(), metrics.clone()].into(),
         workers: [W.worker_id].into(),

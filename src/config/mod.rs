@@ -100,6 +100,9 @@ const IMPLEMENTED: &[&str] = &[
     "decode_active_request_weight",
     "router_temperature",
     "router_track_prefill_tokens",
+    // Approximate mode (`--no-router-kv-events`, TTL policy).
+    "use_kv_events",
+    "router_ttl_secs",
     // Busy detection (kv mode only; checked in `validate`).
     "active_decode_blocks_threshold",
     "active_prefill_tokens_threshold",
@@ -183,6 +186,9 @@ pub struct Config {
     pub exclude_tools_when_tool_choice_none: bool,
     /// The kv router's cost parameters (`--router-kv-overlap-score-credit` …).
     pub kv_cost: crate::router::kv::cost::CostParams,
+    /// `--no-router-kv-events`: the kv router predicts the cache from its own decisions,
+    /// each prediction living this long (`--router-ttl-secs`).
+    pub kv_approximate_ttl: Option<Duration>,
     /// The kv router's busy thresholds (`--active-decode-blocks-threshold` …).
     pub kv_busy: crate::router::kv::select::BusyThresholds,
 }
@@ -510,6 +516,7 @@ fn typed(parsed: Parsed, env: &dyn Fn(&str) -> Option<String>) -> Result<Config,
         paths,
         exclude_tools_when_tool_choice_none: boolean(p, "exclude_tools_when_tool_choice_none"),
         kv_cost: kv_cost(p)?,
+        kv_approximate_ttl: if boolean(p, "use_kv_events") { None } else { Some(secs(p, "router_ttl_secs")?) },
         kv_busy: crate::router::kv::select::BusyThresholds {
             decode_blocks_frac: float(p, "active_decode_blocks_threshold"),
             prefill_tokens: int(p, "active_prefill_tokens_threshold").map(|n| n.max(0) as u64),
@@ -621,8 +628,10 @@ mod tests {
         assert!(run(&["--discovery-backend", "mem"], &[]).is_err());
         run(&["--router-mode", "least-loaded"], &[]).unwrap();
         run(&["--router-mode", "kv"], &[]).unwrap();
-        let e = run(&["--router-mode", "kv", "--no-router-kv-events"], &[]).unwrap_err();
-        assert!(e.message.contains("--router-kv-events false"), "{}", e.message);
+        run(&["--router-mode", "kv", "--no-router-kv-events"], &[]).unwrap();
+        let e = run(&["--router-mode", "kv", "--no-router-kv-events", "--router-approximate-cache-policy", "lru"], &[])
+            .unwrap_err();
+        assert!(e.message.contains("--router-approximate-cache-policy lru"), "{}", e.message);
         let e = run(&["--migration-limit", "3"], &[]).unwrap_err();
         assert!(e.message.contains("--migration-limit 3"), "{}", e.message);
         let e = run(&[], &[("DYN_HTTP_SSE_KEEP_ALIVE_INTERVAL_MS", "100")]).unwrap_err();

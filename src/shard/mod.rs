@@ -48,7 +48,7 @@ pub enum ShardMsg {
     /// Install a new Registry snapshot (requests in flight keep the old one).
     Registry(Arc<Registry>),
     /// Install this shard's KV index replica (`--router-mode kv`).
-    KvReplica(Box<crate::router::kv::replica::IndexReplica>, Arc<crate::router::kv::ingest::IngestStats>),
+    KvReplica(Box<crate::router::kv::select::KvInstall>),
     /// Stop accepting, drain, exit.
     Shutdown,
 }
@@ -170,13 +170,9 @@ impl Server {
     }
 
     /// Give shard `i` the KV index replica `replicas[i]` (`--router-mode kv`).
-    pub fn install_kv(
-        &self,
-        replicas: Vec<crate::router::kv::replica::IndexReplica>,
-        ingest: &Arc<crate::router::kv::ingest::IngestStats>,
-    ) {
-        for (s, r) in self.inboxes.iter().zip(replicas) {
-            let _ = s.send(ShardMsg::KvReplica(Box::new(r), ingest.clone()));
+    pub fn install_kv(&self, installs: Vec<crate::router::kv::select::KvInstall>) {
+        for (s, k) in self.inboxes.iter().zip(installs) {
+            let _ = s.send(ShardMsg::KvReplica(Box::new(k)));
         }
     }
 
@@ -344,7 +340,7 @@ async fn inbox_loop(ctx: Rc<ShardCtx>, inbox: flume::Receiver<ShardMsg>) {
                 let _ = reply.send(snap);
             }
             ShardMsg::Registry(reg) => *ctx.registry.borrow_mut() = reg,
-            ShardMsg::KvReplica(r, ingest) => ctx.kv.install(*r, ingest),
+            ShardMsg::KvReplica(k) => ctx.kv.install(*k),
             ShardMsg::Shutdown => ctx.gate.close(),
         }
     }

@@ -28,6 +28,7 @@ use super::events::{
     decode_kv_events, decode_kv_metrics, decode_message, decode_nats_message, DecodeError, EventMessage,
 };
 use super::index::{IndexOp, Owner};
+use super::predict::{Expiry, Prediction};
 use super::recovery::{self, Answer, Deadlines, QueryRequest, Target};
 use super::replica::IndexFeed;
 use super::streams::{Out, Streams, Want};
@@ -98,6 +99,24 @@ impl IngestStats {
     }
 }
 
+/// How the ingest thread learns the workers' caches.
+pub struct IngestOptions {
+    /// The NATS server of workers on `--event-plane nats`.
+    pub nats_url: String,
+    /// Approximate mode (`--no-router-kv-events`): no subscriptions; the shards' routing
+    /// predictions (one ring per shard) are re-published to every replica and expire after
+    /// the TTL.
+    pub approximate: Option<(Vec<rtrb::Consumer<Prediction>>, Duration)>,
+}
+
+impl IngestOptions {
+    /// Event mode, `NATS_SERVER` from the environment.
+    pub fn from_env() -> IngestOptions {
+        let nats_url = std::env::var("NATS_SERVER").unwrap_or_else(|_| nats::DEFAULT_URL.to_owned());
+        IngestOptions { nats_url, approximate: None }
+    }
+}
+
 /// Handle to the running ingest thread.
 pub struct Ingest {
     tx: flume::Sender<Publishers>,
@@ -120,29 +139,61 @@ struct Link {
 }
 
 impl Ingest {
-    /// Start the thread feeding `feed`; NATS channels are received from the server named by
-    /// `NATS_SERVER` (default `nats://localhost:4222`), as Dynamo's processes do.
+    /// Start the thread feeding `feed` from the workers' events; NATS channels are received
+    /// from the server named by `NATS_SERVER` (default `nats://localhost:4222`), as Dynamo's
+    /// processes do.
     pub fn start(feed: IndexFeed) -> std::io::Result<Ingest> {
-        let nats_url = std::env::var("NATS_SERVER").unwrap_or_else(|_| nats::DEFAULT_URL.to_owned());
-        Ingest::start_with(feed, nats_url)
+        Ingest::start_with(feed, IngestOptions::from_env())
     }
 
-    /// [`Ingest::start`] with the NATS server given.
-    pub fn start_with(feed: IndexFeed, nats_url: String) -> std::io::Result<Ingest> {
+    /// The ingest thread of a frontend with `shards` shards, and what each shard installs:
+    /// event mode, or approximate mode when `approximate_ttl` is given.
+    pub fn start_for(
+        shards: usize,
+        approximate_ttl: Option<Duration>,
+    ) -> std::io::Result<(Ingest, Vec<super::select::KvInstall>)> {
+        let (feed, replicas) = super::replica::channel(shards, 1 << 16);
+        let mut opts = IngestOptions::from_env();
+        let mut producers: Vec<Option<rtrb::Producer<Prediction>>> = (0..shards).map(|_| None).collect();
+        if let Some(ttl) = approximate_ttl {
+            let (p, c) = super::predict::channel(shards, 1 << 14);
+            producers = p.into_iter().map(Some).collect();
+            opts.approximate = Some((c, ttl));
+        }
+        let ingest = Ingest::start_with(feed, opts)?;
+        let installs = replicas
+            .into_iter()
+            .zip(producers)
+            .map(|(replica, predictions)| super::select::KvInstall {
+                replica,
+                ingest: ingest.stats.clone(),
+                predictions,
+            })
+            .collect();
+        Ok((ingest, installs))
+    }
+
+    /// [`Ingest::start`] with explicit options.
+    pub fn start_with(feed: IndexFeed, opts: IngestOptions) -> std::io::Result<Ingest> {
         let (tx, rx) = flume::unbounded::<Publishers>();
         let stop = Arc::new(AtomicBool::new(false));
         let stats = Arc::new(IngestStats::default());
         let (stop2, stats2) = (stop.clone(), stats.clone());
         let callback_host = std::env::var("DYN_TCP_RESPONSE_STREAM_HOST").unwrap_or_else(|_| "127.0.0.1".to_owned());
         let thread = std::thread::Builder::new().name("kv-ingest".into()).spawn(move || {
-            let mut st = State::new(feed, stats2, callback_host, nats_url);
+            let mut st = State::new(feed, stats2, callback_host, opts);
             while !stop2.load(Ordering::Acquire) {
                 while let Ok(p) = rx.try_recv() {
                     st.discovery(p);
                 }
                 connect(&mut st.links, &st.stats);
                 st.nats.connect(&st.stats);
-                poll(&mut st.links, &mut st.nats, &mut st.batch, &mut st.nats_batch);
+                if st.approx.is_some() {
+                    // Nothing to poll: predictions arrive through the rings.
+                    std::thread::sleep(Duration::from_millis(2));
+                } else {
+                    poll(&mut st.links, &mut st.nats, &mut st.batch, &mut st.nats_batch);
+                }
                 st.step();
             }
         })?;
@@ -273,6 +324,8 @@ struct State {
     links: HashMap<String, Link>,
     nats: NatsLink,
     nats_batch: Vec<nats::NatsMsg>,
+    /// Approximate mode: the shards' prediction rings and the expiry of what they predicted.
+    approx: Option<(Vec<rtrb::Consumer<Prediction>>, Expiry)>,
     workers: BTreeSet<u64>,
     sources: BTreeMap<Owner, Target>,
     streams: Streams,
@@ -287,14 +340,15 @@ struct State {
 }
 
 impl State {
-    fn new(feed: IndexFeed, stats: Arc<IngestStats>, callback_host: String, nats_url: String) -> State {
+    fn new(feed: IndexFeed, stats: Arc<IngestStats>, callback_host: String, opts: IngestOptions) -> State {
         let (replies_tx, replies) = flume::unbounded();
         State {
             feed,
             stats,
             links: HashMap::new(),
-            nats: NatsLink { url: nats_url, subjects: BTreeSet::new(), sub: None, next_try: Instant::now() },
+            nats: NatsLink { url: opts.nats_url, subjects: BTreeSet::new(), sub: None, next_try: Instant::now() },
             nats_batch: Vec::new(),
+            approx: opts.approximate.map(|(rings, ttl)| (rings, Expiry::new(ttl))),
             workers: BTreeSet::new(),
             sources: BTreeMap::new(),
             streams: Streams::default(),
@@ -308,7 +362,14 @@ impl State {
         }
     }
 
-    fn discovery(&mut self, p: Publishers) {
+    fn discovery(&mut self, mut p: Publishers) {
+        if let Some((_, expiry)) = self.approx.as_mut() {
+            // No event plane: only the set of workers matters.
+            for gone in self.workers.difference(&p.workers) {
+                expiry.remove_worker(*gone);
+            }
+            p = Publishers { workers: p.workers, ..Publishers::default() };
+        }
         self.links.retain(
             |ep, l| {
                 if l.topic == KV_EVENTS {
@@ -357,6 +418,7 @@ impl State {
         }
         self.nats_batch = batch;
         self.nats_batch.clear();
+        self.predictions();
         while let Ok((owner, reply)) = self.replies.try_recv() {
             self.in_flight -= 1;
             self.streams.reply(owner, reply, Instant::now(), &mut self.out);
@@ -372,13 +434,35 @@ impl State {
         self.feed.flush();
         let c = self.streams.counts;
         let s = &self.stats;
-        s.events.store(c.applied, Ordering::Relaxed);
+        if self.approx.is_none() {
+            s.events.store(c.applied, Ordering::Relaxed);
+        }
         s.duplicates.store(c.duplicates, Ordering::Relaxed);
         s.gaps.store(c.gaps, Ordering::Relaxed);
         s.restores.store(c.restores, Ordering::Relaxed);
         s.recovered.store(c.recovered, Ordering::Relaxed);
         s.recovery_failures.store(c.failed_attempts, Ordering::Relaxed);
         s.recovery_given_up.store(c.given_up, Ordering::Relaxed);
+    }
+
+    /// Approximate mode: re-publishes the shards' predictions and expires old ones.
+    fn predictions(&mut self) {
+        let Some((rings, expiry)) = self.approx.as_mut() else { return };
+        let now = Instant::now();
+        for ring in rings.iter_mut() {
+            while let Ok(p) = ring.pop() {
+                if self.workers.contains(&p.owner.worker_id) {
+                    expiry.touch(&p, now);
+                    self.feed.publish(p.op());
+                    self.stats.events.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+        let mut gone = Vec::new();
+        expiry.expire(now, &mut gone);
+        for op in gone {
+            self.feed.publish(op);
+        }
     }
 
     /// One event-plane message of either transport: KV events or a KV usage report.

@@ -10,6 +10,7 @@ pub mod events;
 pub mod hash;
 pub mod index;
 pub mod ingest;
+pub mod predict;
 pub mod recovery;
 pub mod replica;
 pub mod select;

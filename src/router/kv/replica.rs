@@ -125,6 +125,11 @@ impl IndexReplica {
         n
     }
 
+    /// Applies `op` here only (a shard's own prediction, ahead of its broadcast).
+    pub fn apply(&mut self, op: &IndexOp) {
+        self.index.apply(op);
+    }
+
     /// The KV blocks `owner` last reported in use (as of the last drain).
     pub fn used_blocks(&self, owner: Owner) -> Option<u64> {
         self.usage.get(&owner).copied()

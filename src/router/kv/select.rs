@@ -27,8 +27,9 @@ use std::sync::Arc;
 
 use super::cost::{choose, logit, Candidate, CostParams, RequestShape};
 use super::hash::{local_block_hashes, sequence_hashes, BlockHashOptions};
-use super::index::Owner;
+use super::index::{BlockPair, Owner};
 use super::ingest::{IngestCounts, IngestStats};
+use super::predict::Prediction;
 use super::replica::IndexReplica;
 use crate::registry::{CardLimits, Worker};
 
@@ -65,6 +66,14 @@ impl BusyThresholds {
     }
 }
 
+/// What the ingest side hands a shard for `--router-mode kv`.
+pub struct KvInstall {
+    pub replica: IndexReplica,
+    pub ingest: Arc<IngestStats>,
+    /// Approximate mode (`--no-router-kv-events`): where the shard sends its predictions.
+    pub predictions: Option<rtrb::Producer<Prediction>>,
+}
+
 /// Every candidate worker is over a busy threshold.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Overloaded;
@@ -84,6 +93,8 @@ type Table = Rc<RefCell<HashMap<u64, Active>>>;
 pub struct KvSelector {
     replica: RefCell<Option<IndexReplica>>,
     ingest: RefCell<Option<Arc<IngestStats>>>,
+    /// Approximate mode: this shard's ring of routing predictions to the ingest thread.
+    predictions: RefCell<Option<rtrb::Producer<Prediction>>>,
     active: Table,
     params: CostParams,
     busy: BusyThresholds,
@@ -105,6 +116,9 @@ pub struct KvStats {
     pub index_blocks: u64,
     /// The event-ingest thread's counters (one thread: every shard reports the same).
     pub ingest: IngestCounts,
+    /// Approximate mode: predictions that found the shard's ring full (the other shards
+    /// missed them).
+    pub predictions_dropped: u64,
 }
 
 impl KvStats {
@@ -115,6 +129,7 @@ impl KvStats {
         }
         self.overlap_blocks += other.overlap_blocks;
         self.prompt_blocks += other.prompt_blocks;
+        self.predictions_dropped += other.predictions_dropped;
         self.index_ops = self.index_ops.max(other.index_ops);
         self.index_blocks = self.index_blocks.max(other.index_blocks);
         if other.ingest.events >= self.ingest.events {
@@ -174,6 +189,7 @@ impl KvSelector {
         KvSelector {
             replica: RefCell::new(None),
             ingest: RefCell::new(None),
+            predictions: RefCell::new(None),
             active: Rc::default(),
             params,
             busy,
@@ -182,9 +198,10 @@ impl KvSelector {
     }
 
     /// Install this shard's index replica (sent once by the event-ingest side).
-    pub fn install(&self, replica: IndexReplica, ingest: Arc<IngestStats>) {
-        *self.replica.borrow_mut() = Some(replica);
-        *self.ingest.borrow_mut() = Some(ingest);
+    pub fn install(&self, kv: KvInstall) {
+        *self.replica.borrow_mut() = Some(kv.replica);
+        *self.ingest.borrow_mut() = Some(kv.ingest);
+        *self.predictions.borrow_mut() = kv.predictions;
     }
 
     /// This shard's counters (the replica brought up to date first).
@@ -280,12 +297,33 @@ impl KvSelector {
         for h in &seq {
             *a.blocks.entry(*h).or_insert(0) += 1;
         }
+        drop(t);
+        self.predict(worker, &local, &seq);
         let booking = Booking { table: self.active.clone(), worker, prefill_tokens, blocks: seq };
         let mut st = self.stats.borrow_mut();
         *st.decisions.entry(worker).or_insert(0) += 1;
         st.overlap_blocks += u64::from(cands[k].overlap_blocks);
         st.prompt_blocks += local.len() as u64;
         Ok(Some((Choice { index, overlap_blocks: cands[k].overlap_blocks, logit: logits[k] }, booking)))
+    }
+
+    /// Approximate mode: the prompt's full blocks are taken as cached on `worker`, here at
+    /// once and on every other shard through the ingest thread.
+    fn predict(&self, worker: u64, local: &[u64], seq: &[u64]) {
+        let mut ring = self.predictions.borrow_mut();
+        let Some(ring) = ring.as_mut() else { return };
+        if local.is_empty() {
+            return;
+        }
+        let blocks: Arc<[BlockPair]> =
+            local.iter().zip(seq).map(|(&l, &s)| BlockPair { block_hash: s, tokens_hash: l }).collect();
+        let p = Prediction { owner: Owner { worker_id: worker, dp_rank: 0 }, blocks };
+        if let Some(r) = self.replica.borrow_mut().as_mut() {
+            r.apply(&p.op());
+        }
+        if ring.push(p).is_err() {
+            self.stats.borrow_mut().predictions_dropped += 1;
+        }
     }
 
     /// The usable workers under every busy threshold.
@@ -349,7 +387,7 @@ mod tests {
         let w = workers(2);
         let (mut feed, mut replicas) = channel(1, 64);
         let sel = KvSelector::new(CostParams::default(), BusyThresholds::default());
-        sel.install(replicas.pop().unwrap(), Arc::default());
+        sel.install(KvInstall { replica: replicas.pop().unwrap(), ingest: Arc::default(), predictions: None });
         let prompt: Vec<u32> = (1000..1200).collect();
         // Nothing cached, idle: 200/16 + 12 = 24.5 on either; a tie.
         let (c, b) = sel.choose(&w, &[0, 1], &prompt, &LIMITS, counter()).unwrap().unwrap();
@@ -381,7 +419,7 @@ mod tests {
         let (mut feed, mut replicas) = channel(1, 64);
         let busy = BusyThresholds { decode_blocks_frac: Some(0.5), prefill_tokens: None, prefill_frac: Some(0.3) };
         let sel = KvSelector::new(CostParams::default(), busy);
-        sel.install(replicas.pop().unwrap(), Arc::default());
+        sel.install(KvInstall { replica: replicas.pop().unwrap(), ingest: Arc::default(), predictions: None });
         let prompt: Vec<u32> = (0..200).collect();
         // 101 reports 60 of its 100 blocks in use (> 0.5): only 100 is a candidate.
         feed.publish(IndexOp::Usage { owner: Owner { worker_id: 101, dp_rank: 0 }, kv_used_blocks: 60 });

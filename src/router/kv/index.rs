@@ -86,6 +86,9 @@ pub enum IndexOp {
         owner: Owner,
         kv_used_blocks: u64,
     },
+    /// A booking step of one shard, for the others' active-sequence tables (not an index
+    /// change either).
+    Load(super::active::LoadMsg),
 }
 
 impl IndexOp {
@@ -216,7 +219,7 @@ impl KvIndex {
             IndexOp::Removed { owner, block_hashes } => self.remove(*owner, block_hashes),
             IndexOp::Cleared { owner } => self.clear(*owner),
             IndexOp::RemoveWorker { worker_id } => self.remove_worker(*worker_id),
-            IndexOp::Usage { .. } => {}
+            IndexOp::Usage { .. } | IndexOp::Load(_) => {}
         }
     }
 

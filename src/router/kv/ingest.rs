@@ -24,11 +24,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::active::{Up, Wake};
 use super::events::{
     decode_kv_events, decode_kv_metrics, decode_message, decode_nats_message, DecodeError, EventMessage,
 };
 use super::index::{IndexOp, Owner};
-use super::predict::{Expiry, Prediction};
+use super::predict::Expiry;
 use super::recovery::{self, Answer, Deadlines, QueryRequest, Target};
 use super::replica::IndexFeed;
 use super::streams::{Out, Streams, Want};
@@ -103,17 +104,18 @@ impl IngestStats {
 pub struct IngestOptions {
     /// The NATS server of workers on `--event-plane nats`.
     pub nats_url: String,
+    /// The shards' rings up to this thread (booking steps, predictions) and their wake fd.
+    pub upstream: Option<super::active::Downstream>,
     /// Approximate mode (`--no-router-kv-events`): no subscriptions; the shards' routing
-    /// predictions (one ring per shard) are re-published to every replica and expire after
-    /// the TTL.
-    pub approximate: Option<(Vec<rtrb::Consumer<Prediction>>, Duration)>,
+    /// predictions are re-published to every replica and expire after this TTL.
+    pub approximate_ttl: Option<Duration>,
 }
 
 impl IngestOptions {
     /// Event mode, `NATS_SERVER` from the environment.
     pub fn from_env() -> IngestOptions {
         let nats_url = std::env::var("NATS_SERVER").unwrap_or_else(|_| nats::DEFAULT_URL.to_owned());
-        IngestOptions { nats_url, approximate: None }
+        IngestOptions { nats_url, upstream: None, approximate_ttl: None }
     }
 }
 
@@ -153,21 +155,18 @@ impl Ingest {
         approximate_ttl: Option<Duration>,
     ) -> std::io::Result<(Ingest, Vec<super::select::KvInstall>)> {
         let (feed, replicas) = super::replica::channel(shards, 1 << 16);
-        let mut opts = IngestOptions::from_env();
-        let mut producers: Vec<Option<rtrb::Producer<Prediction>>> = (0..shards).map(|_| None).collect();
-        if let Some(ttl) = approximate_ttl {
-            let (p, c) = super::predict::channel(shards, 1 << 14);
-            producers = p.into_iter().map(Some).collect();
-            opts.approximate = Some((c, ttl));
-        }
+        let (ups, downstream) = super::active::channel(shards, 1 << 14)?;
+        let opts = IngestOptions { upstream: Some(downstream), approximate_ttl, ..IngestOptions::from_env() };
         let ingest = Ingest::start_with(feed, opts)?;
         let installs = replicas
             .into_iter()
-            .zip(producers)
-            .map(|(replica, predictions)| super::select::KvInstall {
+            .zip(ups)
+            .map(|(replica, up)| super::select::KvInstall {
                 replica,
                 ingest: ingest.stats.clone(),
-                predictions,
+                up: Some(up),
+                share_bookings: shards > 1,
+                approximate: approximate_ttl.is_some(),
             })
             .collect();
         Ok((ingest, installs))
@@ -188,12 +187,7 @@ impl Ingest {
                 }
                 connect(&mut st.links, &st.stats);
                 st.nats.connect(&st.stats);
-                if st.approx.is_some() {
-                    // Nothing to poll: predictions arrive through the rings.
-                    std::thread::sleep(Duration::from_millis(2));
-                } else {
-                    poll(&mut st.links, &mut st.nats, &mut st.batch, &mut st.nats_batch);
-                }
+                poll(&mut st.links, &mut st.nats, st.wake.as_deref(), &mut st.batch, &mut st.nats_batch);
                 st.step();
             }
         })?;
@@ -267,15 +261,21 @@ impl NatsLink {
     }
 }
 
-/// Waits (≤ 50 ms) for readable publishers and collects their whole messages.
+/// Waits (≤ 50 ms) for readable publishers or word from the shards (`wake`), and collects
+/// the publishers' whole messages.
 fn poll(
     links: &mut HashMap<String, Link>,
     nats: &mut NatsLink,
+    wake: Option<&Wake>,
     out: &mut Vec<Message>,
     nats_out: &mut Vec<nats::NatsMsg>,
 ) {
     let mut fds: Vec<libc::pollfd> = Vec::new();
     let mut keys: Vec<Option<String>> = Vec::new();
+    if let Some(w) = wake {
+        // First, and given no key: readable means "the shards sent something".
+        fds.push(libc::pollfd { fd: w.fd(), events: libc::POLLIN, revents: 0 });
+    }
     for (ep, link) in links.iter() {
         if let Some(sub) = &link.sub {
             fds.push(libc::pollfd { fd: sub.stream().as_raw_fd(), events: libc::POLLIN, revents: 0 });
@@ -294,6 +294,13 @@ fn poll(
     let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 50) };
     if n <= 0 {
         return;
+    }
+    let mut fds = &fds[..];
+    if let Some(w) = wake {
+        if fds[0].revents != 0 {
+            w.clear();
+        }
+        fds = &fds[1..];
     }
     for (fd, key) in fds.iter().zip(keys) {
         if fd.revents == 0 {
@@ -324,8 +331,11 @@ struct State {
     links: HashMap<String, Link>,
     nats: NatsLink,
     nats_batch: Vec<nats::NatsMsg>,
-    /// Approximate mode: the shards' prediction rings and the expiry of what they predicted.
-    approx: Option<(Vec<rtrb::Consumer<Prediction>>, Expiry)>,
+    /// The shards' rings up to this thread, and the descriptor that says they hold something.
+    upstream: Vec<rtrb::Consumer<Up>>,
+    wake: Option<Arc<Wake>>,
+    /// Approximate mode: the expiry of what the shards predicted.
+    approx: Option<Expiry>,
     workers: BTreeSet<u64>,
     sources: BTreeMap<Owner, Target>,
     streams: Streams,
@@ -342,13 +352,19 @@ struct State {
 impl State {
     fn new(feed: IndexFeed, stats: Arc<IngestStats>, callback_host: String, opts: IngestOptions) -> State {
         let (replies_tx, replies) = flume::unbounded();
+        let (upstream, wake) = match opts.upstream {
+            Some((rings, wake)) => (rings, Some(wake)),
+            None => (Vec::new(), None),
+        };
         State {
             feed,
             stats,
             links: HashMap::new(),
             nats: NatsLink { url: opts.nats_url, subjects: BTreeSet::new(), sub: None, next_try: Instant::now() },
             nats_batch: Vec::new(),
-            approx: opts.approximate.map(|(rings, ttl)| (rings, Expiry::new(ttl))),
+            upstream,
+            wake,
+            approx: opts.approximate_ttl.map(Expiry::new),
             workers: BTreeSet::new(),
             sources: BTreeMap::new(),
             streams: Streams::default(),
@@ -363,7 +379,7 @@ impl State {
     }
 
     fn discovery(&mut self, mut p: Publishers) {
-        if let Some((_, expiry)) = self.approx.as_mut() {
+        if let Some(expiry) = self.approx.as_mut() {
             // No event plane: only the set of workers matters.
             for gone in self.workers.difference(&p.workers) {
                 expiry.remove_worker(*gone);
@@ -418,7 +434,7 @@ impl State {
         }
         self.nats_batch = batch;
         self.nats_batch.clear();
-        self.predictions();
+        self.upstream();
         while let Ok((owner, reply)) = self.replies.try_recv() {
             self.in_flight -= 1;
             self.streams.reply(owner, reply, Instant::now(), &mut self.out);
@@ -445,23 +461,31 @@ impl State {
         s.recovery_given_up.store(c.given_up, Ordering::Relaxed);
     }
 
-    /// Approximate mode: re-publishes the shards' predictions and expires old ones.
-    fn predictions(&mut self) {
-        let Some((rings, expiry)) = self.approx.as_mut() else { return };
+    /// Re-publishes what the shards sent up (booking steps for the other shards,
+    /// predictions) and, in approximate mode, expires old predictions.
+    fn upstream(&mut self) {
         let now = Instant::now();
-        for ring in rings.iter_mut() {
-            while let Ok(p) = ring.pop() {
-                if self.workers.contains(&p.owner.worker_id) {
-                    expiry.touch(&p, now);
-                    self.feed.publish(p.op());
-                    self.stats.events.fetch_add(1, Ordering::Relaxed);
+        for ring in self.upstream.iter_mut() {
+            while let Ok(up) = ring.pop() {
+                match up {
+                    Up::Load(m) => self.feed.publish(IndexOp::Load(m)),
+                    Up::Predict(p) => {
+                        let Some(expiry) = self.approx.as_mut() else { continue };
+                        if self.workers.contains(&p.owner.worker_id) {
+                            expiry.touch(&p, now);
+                            self.feed.publish(p.op());
+                            self.stats.events.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
                 }
             }
         }
-        let mut gone = Vec::new();
-        expiry.expire(now, &mut gone);
-        for op in gone {
-            self.feed.publish(op);
+        if let Some(expiry) = self.approx.as_mut() {
+            let mut gone = Vec::new();
+            expiry.expire(now, &mut gone);
+            for op in gone {
+                self.feed.publish(op);
+            }
         }
     }
 

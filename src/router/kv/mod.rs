@@ -5,6 +5,7 @@
 //! selection with active-sequence bookings ([`select`]) that make `--router-mode kv`;
 //! event order and loss recovery per worker rank ([`streams`], [`recovery`]).
 
+pub mod active;
 pub mod cost;
 pub mod events;
 pub mod hash;

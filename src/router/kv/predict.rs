@@ -4,11 +4,10 @@
 //! without that worker being routed the same prefix again.
 //!
 //! How the prediction reaches every shard: the deciding shard applies it to its own replica
-//! at once (the next request on that shard sees it) and pushes it into its own SPSC ring
-//! towards the ingest thread ([`channel`]); the ingest thread re-publishes it to every
-//! replica through the same feed as KV events, and owns the expiry ([`Expiry`]), publishing
-//! a `Removed` op when a block's time is up. A full ring drops the prediction for the other
-//! shards (counted); the deciding shard still has it.
+//! at once (the next request on that shard sees it) and sends it up its ring to the ingest
+//! thread ([`super::active::Upstream`]); the ingest thread re-publishes it to every replica
+//! through the same feed as KV events, and owns the expiry ([`Expiry`]), publishing a
+//! `Removed` op when a block's time is up.
 //!
 //! Expiry keeps one entry per `(owner, block)` with its last touch; a prompt always touches
 //! every block of its chain from the root, so a block never outlives its parent and `Removed`
@@ -17,8 +16,6 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-use rtrb::{Consumer, Producer, RingBuffer};
 
 use super::index::{BlockPair, IndexOp, Owner};
 
@@ -34,12 +31,6 @@ impl Prediction {
     pub fn op(&self) -> IndexOp {
         IndexOp::Stored { owner: self.owner, parent_hash: None, blocks: self.blocks.clone() }
     }
-}
-
-/// `shards` rings of `capacity` predictions each: producers for the shards, consumers for
-/// the ingest thread.
-pub fn channel(shards: usize, capacity: usize) -> (Vec<Producer<Prediction>>, Vec<Consumer<Prediction>>) {
-    (0..shards).map(|_| RingBuffer::new(capacity)).unzip()
 }
 
 /// The time-to-live of predicted blocks.

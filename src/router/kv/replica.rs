@@ -32,6 +32,7 @@ use std::collections::{HashMap, VecDeque};
 
 use rtrb::{Consumer, Producer, RingBuffer};
 
+use super::active::LoadMsg;
 use super::index::{IndexOp, KvIndex, Owner};
 
 /// The writer side: one producer per shard replica.
@@ -46,16 +47,21 @@ pub struct IndexReplica {
     index: KvIndex,
     /// Latest `kv_used_blocks` per owner (from [`IndexOp::Usage`]).
     usage: HashMap<Owner, u64>,
+    /// This replica's shard (its own [`IndexOp::Load`] messages are skipped).
+    id: u16,
+    /// Other shards' booking steps, drained but not yet taken by the shard.
+    loads: Vec<LoadMsg>,
 }
 
 /// A feed and `replicas` replicas whose rings hold `capacity` ops each.
 pub fn channel(replicas: usize, capacity: usize) -> (IndexFeed, Vec<IndexReplica>) {
     let mut rings = Vec::with_capacity(replicas);
     let mut out = Vec::with_capacity(replicas);
-    for _ in 0..replicas {
+    for id in 0..replicas {
         let (p, c) = RingBuffer::new(capacity);
         rings.push(p);
-        out.push(IndexReplica { ring: c, index: KvIndex::new(), usage: HashMap::new() });
+        let id = id as u16;
+        out.push(IndexReplica { ring: c, index: KvIndex::new(), usage: HashMap::new(), id, loads: Vec::new() });
     }
     let backlog = (0..replicas).map(|_| VecDeque::new()).collect();
     (IndexFeed { rings, backlog }, out)
@@ -115,6 +121,11 @@ impl IndexReplica {
                 IndexOp::Usage { owner, kv_used_blocks } => {
                     self.usage.insert(owner, kv_used_blocks);
                 }
+                IndexOp::Load(m) => {
+                    if m.origin != self.id {
+                        self.loads.push(m);
+                    }
+                }
                 IndexOp::RemoveWorker { worker_id } => {
                     self.usage.retain(|o, _| o.worker_id != worker_id);
                     self.index.remove_worker(worker_id);
@@ -123,6 +134,11 @@ impl IndexReplica {
             }
         }
         n
+    }
+
+    /// Other shards' booking steps received since the last call.
+    pub fn take_loads(&mut self) -> std::vec::Drain<'_, LoadMsg> {
+        self.loads.drain(..)
     }
 
     /// Applies `op` here only (a shard's own prediction, ahead of its broadcast).

@@ -15,16 +15,16 @@
 //! `N` or `F·max_num_batched_tokens` is too. If every candidate is left out the request gets
 //! 529 at once ([`Overloaded`]), as 1.6.1 answers.
 //!
-//! Bookings are per shard: each shard is one router, as each Dynamo frontend replica is one
-//! router without `--router-replica-sync`. With one shard the decisions are Dynamo's exactly;
-//! with several, each shard sees the load it booked itself and the cache state of every
-//! worker (the index replicas all receive every event).
+//! Bookings are the whole process's ([`super::active`]): every shard routes alone but reads
+//! the load every shard booked (a hop through the ingest thread behind) and the cache state
+//! of every worker (the index replicas all receive every event), so the process decides as
+//! one Dynamo router does.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
-use std::rc::Rc;
 use std::sync::Arc;
 
+pub use super::active::Booking;
+use super::active::{Bookings, Upstream};
 use super::cost::{choose, logit, Candidate, CostParams, RequestShape};
 use super::hash::{local_block_hashes, sequence_hashes, BlockHashOptions};
 use super::index::{BlockPair, Owner};
@@ -70,32 +70,24 @@ impl BusyThresholds {
 pub struct KvInstall {
     pub replica: IndexReplica,
     pub ingest: Arc<IngestStats>,
-    /// Approximate mode (`--no-router-kv-events`): where the shard sends its predictions.
-    pub predictions: Option<rtrb::Producer<Prediction>>,
+    /// This shard's ring to the ingest thread (bookings for the other shards, predictions).
+    pub up: Option<Upstream>,
+    /// Other shards exist: bookings are shared.
+    pub share_bookings: bool,
+    /// Approximate mode (`--no-router-kv-events`): predictions are sent up.
+    pub approximate: bool,
 }
 
 /// Every candidate worker is over a busy threshold.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Overloaded;
 
-/// What this shard booked on one worker.
-#[derive(Debug, Default)]
-struct Active {
-    prefill_tokens: u64,
-    /// Sequence hash → requests holding it.
-    blocks: HashMap<u64, u32>,
-    requests: u32,
-}
-
-type Table = Rc<RefCell<HashMap<u64, Active>>>;
-
 /// One shard's kv router state.
 pub struct KvSelector {
     replica: RefCell<Option<IndexReplica>>,
     ingest: RefCell<Option<Arc<IngestStats>>>,
-    /// Approximate mode: this shard's ring of routing predictions to the ingest thread.
-    predictions: RefCell<Option<rtrb::Producer<Prediction>>>,
-    active: Table,
+    bookings: Bookings,
+    approximate: std::cell::Cell<bool>,
     params: CostParams,
     busy: BusyThresholds,
     stats: RefCell<KvStats>,
@@ -116,9 +108,6 @@ pub struct KvStats {
     pub index_blocks: u64,
     /// The event-ingest thread's counters (one thread: every shard reports the same).
     pub ingest: IngestCounts,
-    /// Approximate mode: predictions that found the shard's ring full (the other shards
-    /// missed them).
-    pub predictions_dropped: u64,
 }
 
 impl KvStats {
@@ -129,49 +118,10 @@ impl KvStats {
         }
         self.overlap_blocks += other.overlap_blocks;
         self.prompt_blocks += other.prompt_blocks;
-        self.predictions_dropped += other.predictions_dropped;
         self.index_ops = self.index_ops.max(other.index_ops);
         self.index_blocks = self.index_blocks.max(other.index_blocks);
         if other.ingest.events >= self.ingest.events {
             self.ingest = other.ingest;
-        }
-    }
-}
-
-/// A request's hold on its worker's load; released on drop (answer ended or abandoned).
-pub struct Booking {
-    table: Table,
-    worker: u64,
-    prefill_tokens: u64,
-    blocks: Vec<u64>,
-}
-
-impl Booking {
-    /// The worker's first answer arrived: the prompt's prefill is done.
-    pub fn prefill_done(&mut self) {
-        if let Some(a) = self.table.borrow_mut().get_mut(&self.worker) {
-            a.prefill_tokens = a.prefill_tokens.saturating_sub(self.prefill_tokens);
-        }
-        self.prefill_tokens = 0;
-    }
-}
-
-impl Drop for Booking {
-    fn drop(&mut self) {
-        let mut t = self.table.borrow_mut();
-        let Some(a) = t.get_mut(&self.worker) else { return };
-        a.prefill_tokens = a.prefill_tokens.saturating_sub(self.prefill_tokens);
-        a.requests = a.requests.saturating_sub(1);
-        for h in &self.blocks {
-            if let Some(n) = a.blocks.get_mut(h) {
-                *n -= 1;
-                if *n == 0 {
-                    a.blocks.remove(h);
-                }
-            }
-        }
-        if a.requests == 0 && a.blocks.is_empty() && a.prefill_tokens == 0 {
-            t.remove(&self.worker);
         }
     }
 }
@@ -189,8 +139,8 @@ impl KvSelector {
         KvSelector {
             replica: RefCell::new(None),
             ingest: RefCell::new(None),
-            predictions: RefCell::new(None),
-            active: Rc::default(),
+            bookings: Bookings::default(),
+            approximate: std::cell::Cell::new(false),
             params,
             busy,
             stats: RefCell::default(),
@@ -201,7 +151,9 @@ impl KvSelector {
     pub fn install(&self, kv: KvInstall) {
         *self.replica.borrow_mut() = Some(kv.replica);
         *self.ingest.borrow_mut() = Some(kv.ingest);
-        *self.predictions.borrow_mut() = kv.predictions;
+        *self.bookings.up.borrow_mut() = kv.up;
+        self.bookings.share.set(kv.share_bookings);
+        self.approximate.set(kv.approximate);
     }
 
     /// This shard's counters (the replica brought up to date first).
@@ -252,7 +204,7 @@ impl KvSelector {
         let seq = sequence_hashes(&local);
         let overlaps = match self.replica.borrow_mut().as_mut() {
             Some(r) => {
-                self.stats.borrow_mut().index_ops += r.drain(usize::MAX) as u64;
+                self.drain(r);
                 r.find_matches(&local)
             }
             None => Vec::new(),
@@ -260,10 +212,10 @@ impl KvSelector {
         let overlap_of = |id: u64| {
             overlaps.iter().filter(|(o, _)| o.worker_id == id && o.dp_rank == 0).map(|(_, n)| *n).max().unwrap_or(0)
         };
-        let table = self.active.borrow();
+        let table = self.bookings.table.borrow();
         let min_prefill = usable
             .iter()
-            .map(|&i| table.get(&workers[i].instance_id).map_or(0, |a| a.prefill_tokens))
+            .map(|&i| table.get(workers[i].instance_id).map_or(0, |a| a.prefill_tokens))
             .min()
             .unwrap_or(0);
         let shape = RequestShape { isl: tokens.len() as u64, block_size, min_active_prefill_tokens: min_prefill };
@@ -271,7 +223,7 @@ impl KvSelector {
         let mut cands = smallvec::SmallVec::<[Candidate; 16]>::new();
         for &i in usable {
             let id = workers[i].instance_id;
-            let a = table.get(&id);
+            let a = table.get(id);
             let held = a.map_or(0, |a| a.blocks.len() as u64);
             let new = a.map_or(seq.len() as u64, |a| seq.iter().filter(|h| !a.blocks.contains_key(h)).count() as u64);
             let c = Candidate {
@@ -290,16 +242,8 @@ impl KvSelector {
         let worker = workers[index].instance_id;
         let cached = (u64::from(cands[k].overlap_blocks) * u64::from(block_size)).min(tokens.len() as u64);
         let prefill_tokens = tokens.len() as u64 - cached;
-        let mut t = self.active.borrow_mut();
-        let a = t.entry(worker).or_default();
-        a.prefill_tokens += prefill_tokens;
-        a.requests += 1;
-        for h in &seq {
-            *a.blocks.entry(*h).or_insert(0) += 1;
-        }
-        drop(t);
         self.predict(worker, &local, &seq);
-        let booking = Booking { table: self.active.clone(), worker, prefill_tokens, blocks: seq };
+        let booking = self.bookings.book(worker, prefill_tokens, seq);
         let mut st = self.stats.borrow_mut();
         *st.decisions.entry(worker).or_insert(0) += 1;
         st.overlap_blocks += u64::from(cands[k].overlap_blocks);
@@ -310,9 +254,7 @@ impl KvSelector {
     /// Approximate mode: the prompt's full blocks are taken as cached on `worker`, here at
     /// once and on every other shard through the ingest thread.
     fn predict(&self, worker: u64, local: &[u64], seq: &[u64]) {
-        let mut ring = self.predictions.borrow_mut();
-        let Some(ring) = ring.as_mut() else { return };
-        if local.is_empty() {
+        if !self.approximate.get() || local.is_empty() {
             return;
         }
         let blocks: Arc<[BlockPair]> =
@@ -321,8 +263,15 @@ impl KvSelector {
         if let Some(r) = self.replica.borrow_mut().as_mut() {
             r.apply(&p.op());
         }
-        if ring.push(p).is_err() {
-            self.stats.borrow_mut().predictions_dropped += 1;
+        self.bookings.predict(p);
+    }
+
+    /// Brings the replica up to date and applies the other shards' booking steps.
+    fn drain(&self, r: &mut IndexReplica) {
+        self.stats.borrow_mut().index_ops += r.drain(usize::MAX) as u64;
+        let mut table = self.bookings.table.borrow_mut();
+        for m in r.take_loads() {
+            table.apply(m);
         }
     }
 
@@ -330,16 +279,16 @@ impl KvSelector {
     fn not_busy(&self, workers: &[Worker], usable: &[usize], limits: &CardLimits) -> smallvec::SmallVec<[usize; 16]> {
         let mut replica = self.replica.borrow_mut();
         if let Some(r) = replica.as_mut() {
-            self.stats.borrow_mut().index_ops += r.drain(usize::MAX) as u64;
+            self.drain(r);
         }
-        let table = self.active.borrow();
+        let table = self.bookings.table.borrow();
         usable
             .iter()
             .copied()
             .filter(|&i| {
                 let id = workers[i].instance_id;
                 let used = replica.as_ref().and_then(|r| r.used_blocks(Owner { worker_id: id, dp_rank: 0 }));
-                let prefill = table.get(&id).map_or(0, |a| a.prefill_tokens);
+                let prefill = table.get(id).map_or(0, |a| a.prefill_tokens);
                 !self.busy.overloaded(used, prefill, limits)
             })
             .collect()
@@ -387,7 +336,13 @@ mod tests {
         let w = workers(2);
         let (mut feed, mut replicas) = channel(1, 64);
         let sel = KvSelector::new(CostParams::default(), BusyThresholds::default());
-        sel.install(KvInstall { replica: replicas.pop().unwrap(), ingest: Arc::default(), predictions: None });
+        sel.install(KvInstall {
+            replica: replicas.pop().unwrap(),
+            ingest: Arc::default(),
+            up: None,
+            share_bookings: false,
+            approximate: false,
+        });
         let prompt: Vec<u32> = (1000..1200).collect();
         // Nothing cached, idle: 200/16 + 12 = 24.5 on either; a tie.
         let (c, b) = sel.choose(&w, &[0, 1], &prompt, &LIMITS, counter()).unwrap().unwrap();
@@ -406,7 +361,7 @@ mod tests {
         drop(b2);
         b.prefill_done();
         drop(b);
-        assert!(sel.active.borrow().is_empty(), "every booking released");
+        assert!(sel.bookings.table.borrow().is_empty(), "every booking released");
         let st = sel.stats();
         assert_eq!(st.decisions.values().sum::<u64>(), 3);
         assert_eq!((st.overlap_blocks, st.prompt_blocks, st.index_ops, st.index_blocks), (12, 36, 1, 12));
@@ -419,7 +374,13 @@ mod tests {
         let (mut feed, mut replicas) = channel(1, 64);
         let busy = BusyThresholds { decode_blocks_frac: Some(0.5), prefill_tokens: None, prefill_frac: Some(0.3) };
         let sel = KvSelector::new(CostParams::default(), busy);
-        sel.install(KvInstall { replica: replicas.pop().unwrap(), ingest: Arc::default(), predictions: None });
+        sel.install(KvInstall {
+            replica: replicas.pop().unwrap(),
+            ingest: Arc::default(),
+            up: None,
+            share_bookings: false,
+            approximate: false,
+        });
         let prompt: Vec<u32> = (0..200).collect();
         // 101 reports 60 of its 100 blocks in use (> 0.5): only 100 is a candidate.
         feed.publish(IndexOp::Usage { owner: Owner { worker_id: 101, dp_rank: 0 }, kv_used_blocks: 60 });

@@ -331,18 +331,17 @@ mod tests {
         feed.publish(IndexOp::Stored { owner, parent_hash: None, blocks: pairs.into() });
     }
 
+    /// A one-shard install: no ring up, nothing shared.
+    fn alone(replica: IndexReplica) -> KvInstall {
+        KvInstall { replica, ingest: Arc::default(), up: None, share_bookings: false, approximate: false }
+    }
+
     #[test]
     fn cached_prefix_wins_and_bookings_follow_the_answer() {
         let w = workers(2);
         let (mut feed, mut replicas) = channel(1, 64);
         let sel = KvSelector::new(CostParams::default(), BusyThresholds::default());
-        sel.install(KvInstall {
-            replica: replicas.pop().unwrap(),
-            ingest: Arc::default(),
-            up: None,
-            share_bookings: false,
-            approximate: false,
-        });
+        sel.install(alone(replicas.pop().unwrap()));
         let prompt: Vec<u32> = (1000..1200).collect();
         // Nothing cached, idle: 200/16 + 12 = 24.5 on either; a tie.
         let (c, b) = sel.choose(&w, &[0, 1], &prompt, &LIMITS, counter()).unwrap().unwrap();
@@ -374,13 +373,7 @@ mod tests {
         let (mut feed, mut replicas) = channel(1, 64);
         let busy = BusyThresholds { decode_blocks_frac: Some(0.5), prefill_tokens: None, prefill_frac: Some(0.3) };
         let sel = KvSelector::new(CostParams::default(), busy);
-        sel.install(KvInstall {
-            replica: replicas.pop().unwrap(),
-            ingest: Arc::default(),
-            up: None,
-            share_bookings: false,
-            approximate: false,
-        });
+        sel.install(alone(replicas.pop().unwrap()));
         let prompt: Vec<u32> = (0..200).collect();
         // 101 reports 60 of its 100 blocks in use (> 0.5): only 100 is a candidate.
         feed.publish(IndexOp::Usage { owner: Owner { worker_id: 101, dp_rank: 0 }, kv_used_blocks: 60 });

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use common::Client;
 use switchyard::control::{Backend, Control};
+use switchyard::router::kv::ingest::Ingest;
 use switchyard::shard::Server;
 use switchyard::tokenize::ModelFiles;
 use switchyard::worker::{MockConfig, MockWorker};
@@ -1056,6 +1057,16 @@ fn text_chunks_match_the_captured_dynamo_answers() {
     assert_eq!(got["usage"], serde_json::json!({"prompt_tokens": 3, "completion_tokens": 3, "total_tokens": 6}));
 }
 
+/// A frontend configured by `cfg` (`--router-mode kv`) with its event-ingest thread, as
+/// `main` starts them, watching `backend`.
+fn kv_frontend(cfg: &Arc<switchyard::config::Config>, backend: Backend) -> (Server, Control, Ingest) {
+    let server = Server::start(cfg.clone()).unwrap();
+    let (ingest, installs) = Ingest::start_for(server.drivers.len(), cfg.kv_approximate_ttl).unwrap();
+    server.install_kv(installs);
+    let control = Control::start_with_kv(cfg, &server, backend, Some(ingest.sender())).unwrap();
+    (server, control, ingest)
+}
+
 /// `--router-mode kv --no-router-kv-events`: no KV events at all (the embedded workers
 /// publish none); the router predicts the cache from its own decisions, so a repeated prompt
 /// finds its blocks on the worker it went to, whichever shard serves it.
@@ -1065,12 +1076,7 @@ fn approximate_kv_mode_predicts_the_cache_from_its_own_decisions() {
     let embedded = switchyard::embedded::start(&cfg).unwrap();
     let fcfg = frontend_config(&["--router-mode", "kv", "--no-router-kv-events", "--router-ttl-secs", "60"]);
     assert_eq!(fcfg.kv_approximate_ttl, Some(Duration::from_secs(60)));
-    let server = Server::start(fcfg.clone()).unwrap();
-    let (ingest, installs) =
-        switchyard::router::kv::ingest::Ingest::start_for(server.drivers.len(), fcfg.kv_approximate_ttl).unwrap();
-    server.install_kv(installs);
-    let control =
-        Control::start_with_kv(&fcfg, &server, Backend::Mem(embedded.store.clone()), Some(ingest.sender())).unwrap();
+    let (server, control, ingest) = kv_frontend(&fcfg, Backend::Mem(embedded.store.clone()));
     assert!(wait_models(server.addr, |ids| !ids.is_empty()));
     // A prompt of many full blocks, sent on fresh connections (spread over both shards).
     let long: String = (0..120).map(|i| format!("word{i} ")).collect();
@@ -1110,5 +1116,73 @@ fn approximate_kv_mode_predicts_the_cache_from_its_own_decisions() {
     assert_eq!(overlap, prompt / 6 * 5, "the repeats found the predicted blocks");
     control.stop();
     server.shutdown();
+    drop(ingest);
+}
+
+/// `--router-queue-threshold`: while both workers prefill more than the threshold's share of
+/// `max_num_batched_tokens` (8192 on the mock's card), a third request is parked, and goes
+/// when one of them answers.
+#[test]
+fn router_queue_parks_requests_while_every_worker_is_prefill_busy() {
+    let dir = qwen3_dir();
+    let store = tempdir::Dir(std::env::temp_dir().join(format!("sy-e2e-queue-{}", std::process::id())));
+    let _ = std::fs::remove_dir_all(&store.0);
+    std::fs::create_dir_all(&store.0).unwrap();
+    let ttft = Duration::from_millis(1500);
+    let start = || {
+        let w = MockWorker::start(MockConfig {
+            ttft,
+            itl: Duration::from_millis(1),
+            model_name: "qwen3-mock".into(),
+            model_dir: Some(dir.clone()),
+            ..MockConfig::default()
+        })
+        .unwrap();
+        w.register_file(&store.0).unwrap();
+        w
+    };
+    let (worker, mut second) = (start(), start());
+    let cfg =
+        frontend_config(&["--discovery-backend", "file", "--router-mode", "kv", "--router-queue-threshold", "0.1"]);
+    let (server, control, ingest) = kv_frontend(&cfg, Backend::File(store.0.clone()));
+    assert!(wait_models(server.addr, |ids| !ids.is_empty()));
+    let s = Setup { server: Some(server), control: Some(control), worker, _store: store, script: Vec::new() };
+    wait_instances(&s, 2);
+    let addr = s.server.as_ref().unwrap().addr;
+    let chat = move |content: String| {
+        std::thread::spawn(move || {
+            let body = serde_json::json!({"model": "qwen3-mock", "messages": [{"role": "user", "content": content}],
+                                          "max_tokens": 2});
+            let req = format!(
+                "POST /v1/chat/completions HTTP/1.1\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{}",
+                body.to_string().len(),
+                body
+            );
+            let t0 = Instant::now();
+            let r = Client::connect(addr).roundtrip(req.as_bytes());
+            (r.status, t0.elapsed())
+        })
+    };
+    // Two prompts of ~1,900 tokens each (> 0.1 × 8192): one per worker, the second steered
+    // by the first's booking (given a moment to reach the other shard).
+    let long = |tag: &str| (0..500).map(|i| format!("{tag}{i} ")).collect::<String>();
+    let a = chat(long("a"));
+    std::thread::sleep(Duration::from_millis(100));
+    let b = chat(long("b"));
+    std::thread::sleep(Duration::from_millis(200));
+    let c = chat("a short one".into());
+    let (ra, rb, rc) = (a.join().unwrap(), b.join().unwrap(), c.join().unwrap());
+    assert_eq!((ra.0, rb.0, rc.0), (200, 200, 200));
+    // Parked ~1.2 s until the first long one answered, then its own 1.5 s.
+    assert!(rc.1 >= ttft + Duration::from_millis(900), "the third request was not held back: {:?}", rc.1);
+    let text = scrape(&s);
+    assert!(
+        text.contains("switchyard_kv_router_queued_total 1\n"),
+        "{}",
+        text.lines().filter(|l| l.contains("queued")).collect::<Vec<_>>().join("\n")
+    );
+    assert!(text.contains("switchyard_kv_router_queued_requests 0\n"));
+    drop(s);
+    second.stop();
     drop(ingest);
 }

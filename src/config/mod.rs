@@ -103,6 +103,9 @@ const IMPLEMENTED: &[&str] = &[
     // Approximate mode (`--no-router-kv-events`, TTL policy).
     "use_kv_events",
     "router_ttl_secs",
+    // The router queue (kv mode only; checked in `validate`).
+    "router_queue_threshold",
+    "router_queue_policy",
     // Busy detection (kv mode only; checked in `validate`).
     "active_decode_blocks_threshold",
     "active_prefill_tokens_threshold",
@@ -189,6 +192,8 @@ pub struct Config {
     /// `--no-router-kv-events`: the kv router predicts the cache from its own decisions,
     /// each prediction living this long (`--router-ttl-secs`).
     pub kv_approximate_ttl: Option<Duration>,
+    /// The kv router's queue (`--router-queue-threshold`, `--router-queue-policy`).
+    pub kv_queue: Option<crate::router::kv::queue::QueueConfig>,
     /// The kv router's busy thresholds (`--active-decode-blocks-threshold` …).
     pub kv_busy: crate::router::kv::select::BusyThresholds,
 }
@@ -346,18 +351,27 @@ fn validate_dynamo(p: &Parsed, warnings: &mut Vec<String>) -> Result<(), ConfigE
     if int(p, "active_prefill_tokens_threshold").is_some_and(|t| t < 0) {
         return Err(invalid("--active-prefill-tokens-threshold must be >= 0"));
     }
+    if let Some(t) = float(p, "router_queue_threshold") {
+        if !(t.is_finite() && t >= 0.0) {
+            return Err(invalid("--router-queue-threshold must be a finite value >= 0"));
+        }
+    }
     if let Some(t) = float(p, "active_prefill_tokens_threshold_frac") {
         if !(t.is_finite() && t >= 0.0) {
             return Err(invalid("--active-prefill-tokens-threshold-frac must be a finite value >= 0"));
         }
     }
-    let busy =
-        ["active_decode_blocks_threshold", "active_prefill_tokens_threshold", "active_prefill_tokens_threshold_frac"];
+    let busy = [
+        "active_decode_blocks_threshold",
+        "active_prefill_tokens_threshold",
+        "active_prefill_tokens_threshold_frac",
+        "router_queue_threshold",
+    ];
     if let Some(dest) = busy.iter().find(|d| *p.get(d) != Value::Null) {
         if text(p, "router_mode") != Some("kv") {
             return Err(invalid(format!(
-                "{} is implemented for --router-mode kv only in this switchyard build (it reads the workers' \
-                 kv_metrics through the kv router's event plane)",
+                "{} is implemented for --router-mode kv only in this switchyard build (it reads the kv \
+                 router's bookings and the workers' kv_metrics)",
                 flag_name(dest)
             )));
         }
@@ -517,6 +531,12 @@ fn typed(parsed: Parsed, env: &dyn Fn(&str) -> Option<String>) -> Result<Config,
         exclude_tools_when_tool_choice_none: boolean(p, "exclude_tools_when_tool_choice_none"),
         kv_cost: kv_cost(p)?,
         kv_approximate_ttl: if boolean(p, "use_kv_events") { None } else { Some(secs(p, "router_ttl_secs")?) },
+        kv_queue: float(p, "router_queue_threshold").map(|threshold_frac| crate::router::kv::queue::QueueConfig {
+            threshold_frac,
+            policy: text(p, "router_queue_policy")
+                .and_then(crate::router::kv::queue::Policy::parse)
+                .unwrap_or(crate::router::kv::queue::Policy::Fcfs),
+        }),
         kv_busy: crate::router::kv::select::BusyThresholds {
             decode_blocks_frac: float(p, "active_decode_blocks_threshold"),
             prefill_tokens: int(p, "active_prefill_tokens_threshold").map(|n| n.max(0) as u64),

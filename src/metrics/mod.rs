@@ -308,6 +308,10 @@ fn render_kv(out: &mut String, kv: &crate::router::kv::select::KvStats) {
     let _ = writeln!(out, "switchyard_kv_index_ops_total {}", kv.index_ops);
     header(out, "switchyard_kv_index_blocks", "gauge", "Blocks held in a shard's index replica");
     let _ = writeln!(out, "switchyard_kv_index_blocks {}", kv.index_blocks);
+    header(out, "switchyard_kv_router_queued_requests", "gauge", "Requests parked in the router queue now");
+    let _ = writeln!(out, "switchyard_kv_router_queued_requests {}", kv.queued);
+    header(out, "switchyard_kv_router_queued_total", "counter", "Requests ever parked in the router queue");
+    let _ = writeln!(out, "switchyard_kv_router_queued_total {}", kv.queued_total);
     let i = &kv.ingest;
     let counters: [(&str, &str, u64); 8] = [
         ("events_total", "KV events taken in order from the event plane or a recovery", i.events),

@@ -105,6 +105,10 @@ pub async fn dispatch<B: RequestBody>(
 ) -> Result<Started, Error> {
     let mut tried: smallvec::SmallVec<[u64; MAX_ATTEMPTS]> = smallvec::SmallVec::new();
     let mut last: Option<TransportError> = None;
+    if let (Some(tokens), None, Mode::Kv) = (tokens, pinned, ctx.router.mode()) {
+        let usable = ctx.router.usable(&serving.workers, &tried);
+        ctx.kv.wait_for_room(&serving.workers, &usable, &serving.limits, tokens.len()).await;
+    }
     while tried.len() < MAX_ATTEMPTS {
         let Some((i, mut booking)) = pick(ctx, serving, pinned, &tried, tokens)? else { break };
         let worker = serving.workers[i].clone();

@@ -277,7 +277,7 @@ async fn shard_main(id: usize, listener: std::net::TcpListener, inbox: flume::Re
                 .unwrap_or(crate::router::Mode::RoundRobin),
             (id as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ std::process::id() as u64,
         ),
-        kv: crate::router::kv::select::KvSelector::new(cfg.kv_cost, cfg.kv_busy),
+        kv: crate::router::kv::select::KvSelector::new(cfg.kv_cost, cfg.kv_busy).with_queue(cfg.kv_queue),
         offloads: RefCell::new(std::collections::HashMap::new()),
         shared: shared.clone(),
         metrics: ShardMetrics::default(),

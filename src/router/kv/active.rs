@@ -13,7 +13,9 @@
 //! bookings, let two shards both pick the same idle worker for a burst of long prefills).
 //! The hop costs no lock: two SPSC rings and one `eventfd` write that wakes the ingest
 //! thread. Messages that find the ring full wait in the shard's backlog, in order, and go
-//! first on the next send: a lost `Free` would leave a phantom booking behind.
+//! first on the next send: a lost `Free` would leave a phantom booking behind. The price is
+//! the hop's delay: two decisions on different shards closer together than it (tens of
+//! microseconds to a millisecond) do not see each other's booking.
 
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};

@@ -12,6 +12,7 @@ pub mod hash;
 pub mod index;
 pub mod ingest;
 pub mod predict;
+pub mod queue;
 pub mod recovery;
 pub mod replica;
 pub mod select;

@@ -30,6 +30,7 @@ use super::hash::{local_block_hashes, sequence_hashes, BlockHashOptions};
 use super::index::{BlockPair, Owner};
 use super::ingest::{IngestCounts, IngestStats};
 use super::predict::Prediction;
+use super::queue::{Queue, QueueConfig, RECHECK};
 use super::replica::IndexReplica;
 use crate::registry::{CardLimits, Worker};
 
@@ -90,6 +91,7 @@ pub struct KvSelector {
     approximate: std::cell::Cell<bool>,
     params: CostParams,
     busy: BusyThresholds,
+    queue: Option<Queue>,
     stats: RefCell<KvStats>,
 }
 
@@ -108,6 +110,9 @@ pub struct KvStats {
     pub index_blocks: u64,
     /// The event-ingest thread's counters (one thread: every shard reports the same).
     pub ingest: IngestCounts,
+    /// Router queue: requests parked now, and ever.
+    pub queued: u64,
+    pub queued_total: u64,
 }
 
 impl KvStats {
@@ -118,6 +123,8 @@ impl KvStats {
         }
         self.overlap_blocks += other.overlap_blocks;
         self.prompt_blocks += other.prompt_blocks;
+        self.queued += other.queued;
+        self.queued_total += other.queued_total;
         self.index_ops = self.index_ops.max(other.index_ops);
         self.index_blocks = self.index_blocks.max(other.index_blocks);
         if other.ingest.events >= self.ingest.events {
@@ -143,8 +150,45 @@ impl KvSelector {
             approximate: std::cell::Cell::new(false),
             params,
             busy,
+            queue: None,
             stats: RefCell::default(),
         }
+    }
+
+    /// With the router queue (`--router-queue-threshold`).
+    pub fn with_queue(mut self, queue: Option<QueueConfig>) -> KvSelector {
+        self.queue = queue.map(Queue::new);
+        self
+    }
+
+    /// With the router queue on: waits, parked, while every usable worker is prefill-busy
+    /// (or earlier requests are parked); returns at once otherwise.
+    pub async fn wait_for_room(&self, workers: &[Worker], usable: &[usize], limits: &CardLimits, isl: usize) {
+        let Some(q) = &self.queue else { return };
+        if q.is_empty() && !self.all_prefill_busy(workers, usable, limits, q.config.threshold_frac) {
+            return;
+        }
+        let ticket = q.park(isl as u64);
+        loop {
+            monoio::time::sleep(RECHECK).await;
+            if ticket.is_head() && !self.all_prefill_busy(workers, usable, limits, q.config.threshold_frac) {
+                return;
+            }
+        }
+    }
+
+    /// Whether every usable worker has more than `frac · max_num_batched_tokens` prefill
+    /// tokens booked (false without usable workers or a batch size).
+    fn all_prefill_busy(&self, workers: &[Worker], usable: &[usize], limits: &CardLimits, frac: f64) -> bool {
+        if usable.is_empty() || limits.max_num_batched_tokens == 0 {
+            return false;
+        }
+        if let Some(r) = self.replica.borrow_mut().as_mut() {
+            self.drain(r);
+        }
+        let cap = frac * limits.max_num_batched_tokens as f64;
+        let table = self.bookings.table.borrow();
+        usable.iter().all(|&i| table.get(workers[i].instance_id).is_some_and(|a| a.prefill_tokens as f64 > cap))
     }
 
     /// Install this shard's index replica (sent once by the event-ingest side).
@@ -166,6 +210,10 @@ impl KvSelector {
         }
         if let Some(i) = self.ingest.borrow().as_ref() {
             st.ingest = i.counts();
+        }
+        if let Some(q) = &self.queue {
+            st.queued = q.len() as u64;
+            st.queued_total = q.parked_total.get();
         }
         st
     }

@@ -28,7 +28,10 @@
 # request plane) and credit cached prefixes.
 #
 # Usage: bash scripts/interop_kv.sh     (SWITCHYARD_BIN: a binary already built;
-#        KV_PHASES="ratios recovery busy nats approx" by default)
+#        KV_PHASES="ratios recovery busy nats approx dp" by default)
+#
+# The dp phase: workers with --data-parallel-size 2; every rank's events are followed and
+# restored, the router picks ranks (routing.dp_rank, as dynamo.frontend sends it).
 #
 # The approx phase: --no-router-kv-events (no KV events read; the cache predicted from the
 # router's own decisions) on the ratios workload must stay well above round-robin.
@@ -60,7 +63,7 @@ start_mockers() { # log-prefix first last [speedup]: mockers first..last; waits 
   for i in $(seq "$2" "$3"); do
     "$PY" -m dynamo.mocker --model-path "$MODEL_DIR" --model-name qwen3 --discovery-backend file \
       --request-plane tcp --event-plane "${EVENT_PLANE:-zmq}" --block-size 16 --num-gpu-blocks-override 160 \
-      --speedup-ratio "${4:-20}" >"$WORK/$1-mocker$i.log" 2>&1 &
+      --speedup-ratio "${4:-20}" --data-parallel-size "${DP_SIZE:-1}" >"$WORK/$1-mocker$i.log" 2>&1 &
     MOCKERS[i]=$!; PIDS+=($!)
   done
   for _ in $(seq 1 120); do
@@ -260,7 +263,29 @@ approx_phase() { # approximate mode on real mockers: one workload, against round
     || fail "approx: cached-token ratio $ratio (round-robin gets about 0.22)"
 }
 
-PHASES=${KV_PHASES:-ratios recovery busy nats approx}
+dp_phase() { # two mockers with two data-parallel ranks each: ranks are routed and credited
+  export DYN_FILE_KV="$WORK/kv-dp" DP_SIZE=2
+  mkdir -p "$DYN_FILE_KV"
+  start_mockers dp 1 2
+  start_frontend dp "$BIN" --router-mode kv
+  sleep 3
+  local ratio
+  ratio=$("$PY" scripts/interop_client.py prefix --base-url http://127.0.0.1:18500/v1 --model qwen3 \
+    --requests 150 --concurrency 1 --seed 7) || fail "dp: the workload failed"
+  local restored; restored=$(metric switchyard_kv_ingest_recoveries_total)
+  kill "$FE" "${MOCKERS[@]}"; wait "$FE" "${MOCKERS[@]}" 2>/dev/null || true
+  unset DP_SIZE
+  local subs; subs=$(grep -c "subscribed to .*(kv-events)" "$WORK/dp.log" || true)
+  [ "$subs" -ge 4 ] || fail "dp: subscribed to $subs kv-events publishers, not one per rank (4)"
+  [ "$restored" -ge 4 ] || fail "dp: $restored of 4 rank trees restored"
+  python3 -c "import sys; sys.exit(0 if $ratio >= 0.5 else 1)" || fail "dp: cached-token ratio $ratio"
+  echo "dp: ok (4 ranks on 2 workers; cached-token ratio $ratio)"
+}
+
+PHASES=${KV_PHASES:-ratios recovery busy nats approx dp}
+if [[ " $PHASES " == *" dp "* ]]; then
+  dp_phase
+fi
 if [[ " $PHASES " == *" approx "* ]]; then
   approx_phase
 fi

@@ -89,6 +89,8 @@ impl Builder {
                 codec,
                 instance_id: served.endpoint.instance_id,
                 cpu: served.endpoint.device_type.as_deref() == Some("cpu"),
+                dp_start: served.card.runtime_config.data_parallel_start_rank.unwrap_or(0),
+                dp_size: served.card.runtime_config.data_parallel_size.unwrap_or(1).max(1),
             };
             if let Some(existing) = registry.serving.get_mut(&served.model) {
                 Arc::make_mut(existing).workers.push(worker);

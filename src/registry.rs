@@ -27,6 +27,17 @@ pub struct Worker {
     pub instance_id: u64,
     /// The worker runs on CPU (`device_type: "cpu"`), for `device-aware-weighted`.
     pub cpu: bool,
+    /// Its data-parallel ranks: `dp_start .. dp_start + dp_size` (card `runtime_config`;
+    /// one rank, 0, when the card says nothing). The kv router picks a rank.
+    pub dp_start: u32,
+    pub dp_size: u32,
+}
+
+impl Worker {
+    /// The worker's data-parallel ranks.
+    pub fn dp_ranks(&self) -> std::ops::Range<u32> {
+        self.dp_start..self.dp_start + self.dp_size.max(1)
+    }
 }
 
 /// The sizes a model's card announces, as the `model_*` gauges of `/metrics` show them

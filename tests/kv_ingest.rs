@@ -182,6 +182,8 @@ fn a_booking_on_one_shard_steers_the_other() {
         codec: Default::default(),
         instance_id: id,
         cpu: false,
+        dp_start: 0,
+        dp_size: 1,
     };
     let workers = [worker(1), worker(2)];
     let limits = CardLimits { kv_cache_block_size: 16, ..Default::default() };

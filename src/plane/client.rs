@@ -386,11 +386,27 @@ async fn run_reader(inner: Rc<Inner>, conn: Rc<Conn>, mut rd: TcpOwnedReadHalf) 
 /// A request body the plane can send, and how the worker's answer items decode.
 pub trait RequestBody: serde::Serialize {
     const ITEMS: ItemMode;
+
+    /// The prompt's token ids, when the frontend tokenized it (what the kv router hashes).
+    fn prompt_tokens(&self) -> Option<&[u32]> {
+        None
+    }
+
+    /// Names the data-parallel rank the router chose (`routing.dp_rank`).
+    fn set_dp_rank(&mut self, _rank: u32) {}
 }
 
 /// `model_input = Tokens`: answered with `LLMEngineOutput` items.
 impl RequestBody for PreprocessedRequest {
     const ITEMS: ItemMode = ItemMode::Tokens;
+
+    fn prompt_tokens(&self) -> Option<&[u32]> {
+        Some(&self.token_ids)
+    }
+
+    fn set_dp_rank(&mut self, rank: u32) {
+        self.routing.get_or_insert_with(Default::default).dp_rank = Some(rank);
+    }
 }
 
 /// `model_input = Text`: the client's OpenAI request, answered with OpenAI chunk objects.

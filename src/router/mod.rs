@@ -260,6 +260,8 @@ pub(crate) fn test_workers(n: usize, cpu: &[usize]) -> Vec<Worker> {
             codec: crate::plane::payload::Codec::Msgpack,
             instance_id: 100 + i as u64,
             cpu: cpu.contains(&i),
+            dp_start: 0,
+            dp_size: 1,
         })
         .collect()
 }

@@ -71,15 +71,18 @@ fn on_failure(ctx: &ShardCtx, worker: &Worker, e: &TransportError, from_stream: 
     retry
 }
 
-/// The next worker to try, and its kv booking in `--router-mode kv` (`tokens`: the prompt,
-/// when the frontend tokenized it).
+/// A kv choice: the worker's data-parallel rank and the request's booking.
+type KvPick = (u32, Booking);
+
+/// The next worker to try, and in `--router-mode kv` its data-parallel rank and booking
+/// (`tokens`: the prompt, when the frontend tokenized it).
 fn pick(
     ctx: &ShardCtx,
     serving: &Serving,
     pinned: Option<u64>,
     tried: &[u64],
     tokens: Option<&[u32]>,
-) -> Result<Option<(usize, Option<Booking>)>, Error> {
+) -> Result<Option<(usize, Option<KvPick>)>, Error> {
     if let (Some(tokens), None, Mode::Kv) = (tokens, pinned, ctx.router.mode()) {
         if ctx.kv.ready() {
             let usable = ctx.router.usable(&serving.workers, tried);
@@ -87,30 +90,34 @@ fn pick(
                 .kv
                 .choose(&serving.workers, &usable, tokens, &serving.limits, || ctx.router.next_u64())
                 .map_err(|_| Error::new(Kind::Overloaded, "Service temporarily overloaded"))?;
-            return Ok(chosen.map(|(c, booking)| (c.index, Some(booking))));
+            return Ok(chosen.map(|(c, booking)| (c.index, Some((c.dp_rank, booking)))));
         }
     }
     Ok(ctx.router.pick(&serving.workers, pinned, tried)?.map(|i| (i, None)))
 }
 
-/// Send `wire` to a worker of `serving` and wait for its first item. `tokens`: the prompt's
-/// token ids when the frontend tokenized it (for `--router-mode kv`).
+/// Send `wire` to a worker of `serving` and wait for its first item. In `--router-mode kv`
+/// the prompt's token ids (when the frontend tokenized it) choose the worker and its rank,
+/// which is written into `wire`.
 pub async fn dispatch<B: RequestBody>(
     ctx: &Rc<ShardCtx>,
     model: &str,
     serving: &Serving,
     pinned: Option<u64>,
-    wire: &B,
-    tokens: Option<&[u32]>,
+    wire: &mut B,
 ) -> Result<Started, Error> {
     let mut tried: smallvec::SmallVec<[u64; MAX_ATTEMPTS]> = smallvec::SmallVec::new();
     let mut last: Option<TransportError> = None;
-    if let (Some(tokens), None, Mode::Kv) = (tokens, pinned, ctx.router.mode()) {
+    if let (Some(tokens), None, Mode::Kv) = (wire.prompt_tokens(), pinned, ctx.router.mode()) {
         let usable = ctx.router.usable(&serving.workers, &tried);
         ctx.kv.wait_for_room(&serving.workers, &usable, &serving.limits, tokens.len()).await;
     }
     while tried.len() < MAX_ATTEMPTS {
-        let Some((i, mut booking)) = pick(ctx, serving, pinned, &tried, tokens)? else { break };
+        let Some((i, kv)) = pick(ctx, serving, pinned, &tried, wire.prompt_tokens())? else { break };
+        let mut booking = kv.map(|(rank, booking)| {
+            wire.set_dp_rank(rank);
+            booking
+        });
         let worker = serving.workers[i].clone();
         tried.push(worker.instance_id);
         let in_flight = ctx.router.dispatch(worker.instance_id);

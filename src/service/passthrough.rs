@@ -49,7 +49,7 @@ pub async fn run(ctx: &Rc<ShardCtx>, plan: Plan, req: &Request) -> Result<Respon
     let sent = serde_json::from_slice::<Value>(&req.body)
         .map_err(|e| Error::new(Kind::BadRequest, format!("Failed to deserialize the JSON body: {e}")));
     let started = match sent {
-        Ok(v) => dispatch(ctx, &plan.model, &plan.serving, plan.pinned, &v, None).await,
+        Ok(mut v) => dispatch(ctx, &plan.model, &plan.serving, plan.pinned, &mut v).await,
         Err(e) => Err(e),
     };
     let started = match started {

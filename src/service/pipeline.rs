@@ -148,14 +148,13 @@ pub async fn run(ctx: &Rc<ShardCtx>, api: Api, req: &Request) -> Result<Response
             };
     }
     // Stages 4 and 5: route and dispatch, retried on another worker until one answers.
-    let started =
-        match dispatch(ctx, &plan.model, &plan.serving, plan.pinned, &plan.wire, Some(&plan.wire.token_ids)).await {
-            Ok(s) => s,
-            Err(e) => {
-                track.fail(&e);
-                return Err(e);
-            }
-        };
+    let started = match dispatch(ctx, &plan.model, &plan.serving, plan.pinned, &mut plan.wire).await {
+        Ok(s) => s,
+        Err(e) => {
+            track.fail(&e);
+            return Err(e);
+        }
+    };
     let request_id = started.request_id.clone();
     let created = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     let id = match api {

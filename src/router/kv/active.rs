@@ -23,9 +23,10 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::rc::Rc;
 use std::sync::Arc;
 
+use super::index::Owner;
 use super::predict::Prediction;
 
-/// What this process booked on one worker.
+/// What this process booked on one worker rank.
 #[derive(Debug, Default)]
 pub struct Active {
     pub prefill_tokens: u64,
@@ -46,7 +47,7 @@ pub struct LoadMsg {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LoadOp {
-    Add { worker: u64, prefill_tokens: u64, blocks: Arc<[u64]> },
+    Add { worker: Owner, prefill_tokens: u64, blocks: Arc<[u64]> },
     PrefillDone,
     Free,
 }
@@ -143,20 +144,20 @@ pub fn channel(shards: usize, capacity: usize) -> std::io::Result<(Vec<Upstream>
 /// One shard's view of every booking in the process.
 #[derive(Debug, Default)]
 pub struct ActiveTable {
-    workers: HashMap<u64, Active>,
+    workers: HashMap<Owner, Active>,
     /// Other shards' bookings by (origin, key), to apply their later steps.
     remote: HashMap<(u16, u64), Held>,
 }
 
 #[derive(Debug)]
 struct Held {
-    worker: u64,
+    worker: Owner,
     prefill_tokens: u64,
     blocks: Arc<[u64]>,
 }
 
 impl ActiveTable {
-    pub fn get(&self, worker: u64) -> Option<&Active> {
+    pub fn get(&self, worker: Owner) -> Option<&Active> {
         self.workers.get(&worker)
     }
 
@@ -164,7 +165,7 @@ impl ActiveTable {
         self.workers.is_empty()
     }
 
-    fn add(&mut self, worker: u64, prefill_tokens: u64, blocks: &[u64]) {
+    fn add(&mut self, worker: Owner, prefill_tokens: u64, blocks: &[u64]) {
         let a = self.workers.entry(worker).or_default();
         a.prefill_tokens += prefill_tokens;
         a.requests += 1;
@@ -173,13 +174,13 @@ impl ActiveTable {
         }
     }
 
-    fn prefill_done(&mut self, worker: u64, prefill_tokens: u64) {
+    fn prefill_done(&mut self, worker: Owner, prefill_tokens: u64) {
         if let Some(a) = self.workers.get_mut(&worker) {
             a.prefill_tokens = a.prefill_tokens.saturating_sub(prefill_tokens);
         }
     }
 
-    fn free(&mut self, worker: u64, prefill_tokens: u64, blocks: &[u64]) {
+    fn free(&mut self, worker: Owner, prefill_tokens: u64, blocks: &[u64]) {
         let Some(a) = self.workers.get_mut(&worker) else { return };
         a.prefill_tokens = a.prefill_tokens.saturating_sub(prefill_tokens);
         a.requests = a.requests.saturating_sub(1);
@@ -232,7 +233,7 @@ pub struct Bookings {
 
 impl Bookings {
     /// Books `prefill_tokens` and `blocks` on `worker` here and on every other shard.
-    pub fn book(&self, worker: u64, prefill_tokens: u64, blocks: Vec<u64>) -> Booking {
+    pub fn book(&self, worker: Owner, prefill_tokens: u64, blocks: Vec<u64>) -> Booking {
         let blocks: Arc<[u64]> = blocks.into();
         self.table.borrow_mut().add(worker, prefill_tokens, &blocks);
         let key = self.next_key.get();
@@ -268,7 +269,7 @@ pub struct Booking {
     /// `Some` when the other shards were told.
     origin: Option<u16>,
     key: u64,
-    worker: u64,
+    worker: Owner,
     prefill_tokens: u64,
     blocks: Arc<[u64]>,
 }
@@ -300,6 +301,9 @@ impl Drop for Booking {
 mod tests {
     use super::*;
 
+    const W7: Owner = Owner { worker_id: 7, dp_rank: 1 };
+    const W1: Owner = Owner { worker_id: 1, dp_rank: 0 };
+
     #[test]
     fn bookings_reach_the_other_shards_tables_and_leave_them() {
         let (mut ups, (mut downs, _wake)) = channel(2, 2).unwrap();
@@ -312,16 +316,16 @@ mod tests {
                 other.borrow_mut().apply(m);
             }
         };
-        let mut b1 = a.book(7, 100, vec![1, 2, 3]);
-        let b2 = a.book(7, 50, vec![1, 2]);
+        let mut b1 = a.book(W7, 100, vec![1, 2, 3]);
+        let b2 = a.book(W7, 50, vec![1, 2]);
         // The ring holds 2: the third message waits in the backlog.
         b1.prefill_done();
         assert_eq!(a.up.borrow().as_ref().unwrap().backlog(), 1);
         deliver(&mut downs);
-        assert_eq!(other.borrow().get(7).map(|x| (x.prefill_tokens, x.requests, x.blocks.len())), Some((150, 2, 3)));
+        assert_eq!(other.borrow().get(W7).map(|x| (x.prefill_tokens, x.requests, x.blocks.len())), Some((150, 2, 3)));
         drop(b2); // sends the backlog (b1's prefill done) first, then b2's Free
         deliver(&mut downs);
-        assert_eq!(other.borrow().get(7).map(|x| (x.prefill_tokens, x.requests, x.blocks.len())), Some((0, 1, 3)));
+        assert_eq!(other.borrow().get(W7).map(|x| (x.prefill_tokens, x.requests, x.blocks.len())), Some((0, 1, 3)));
         drop(b1);
         deliver(&mut downs);
         assert!(other.borrow().is_empty());
@@ -331,10 +335,10 @@ mod tests {
     #[test]
     fn a_single_shard_books_locally_only() {
         let a = Bookings::default();
-        let mut b = a.book(1, 10, vec![5]);
-        assert_eq!(a.table.borrow().get(1).map(|x| x.prefill_tokens), Some(10));
+        let mut b = a.book(W1, 10, vec![5]);
+        assert_eq!(a.table.borrow().get(W1).map(|x| x.prefill_tokens), Some(10));
         b.prefill_done();
-        assert_eq!(a.table.borrow().get(1).map(|x| x.prefill_tokens), Some(0));
+        assert_eq!(a.table.borrow().get(W1).map(|x| x.prefill_tokens), Some(0));
         drop(b);
         assert!(a.table.borrow().is_empty());
     }

@@ -137,6 +137,8 @@ impl KvStats {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Choice {
     pub index: usize,
+    /// The data-parallel rank chosen on `workers[index]`.
+    pub dp_rank: u32,
     pub overlap_blocks: u32,
     pub logit: f64,
 }
@@ -188,7 +190,13 @@ impl KvSelector {
         }
         let cap = frac * limits.max_num_batched_tokens as f64;
         let table = self.bookings.table.borrow();
-        usable.iter().all(|&i| table.get(workers[i].instance_id).is_some_and(|a| a.prefill_tokens as f64 > cap))
+        usable.iter().all(|&i| {
+            let w = &workers[i];
+            w.dp_ranks().all(|r| {
+                let owner = Owner { worker_id: w.instance_id, dp_rank: r };
+                table.get(owner).is_some_and(|a| a.prefill_tokens as f64 > cap)
+            })
+        })
     }
 
     /// Install this shard's index replica (sent once by the event-ingest side).
@@ -237,16 +245,19 @@ impl KvSelector {
         if usable.is_empty() {
             return Ok(None);
         }
-        let free: smallvec::SmallVec<[usize; 16]>;
-        let usable = if self.busy.any() {
-            free = self.not_busy(workers, usable, limits);
-            if free.is_empty() {
+        // The candidates are the usable workers' data-parallel ranks.
+        let mut ranks: smallvec::SmallVec<[(usize, Owner); 16]> = usable
+            .iter()
+            .flat_map(|&i| {
+                workers[i].dp_ranks().map(move |r| (i, Owner { worker_id: workers[i].instance_id, dp_rank: r }))
+            })
+            .collect();
+        if self.busy.any() {
+            self.drop_busy(&mut ranks, limits);
+            if ranks.is_empty() {
                 return Err(Overloaded);
             }
-            &free[..]
-        } else {
-            usable
-        };
+        }
         let block_size = u32::try_from(limits.kv_cache_block_size).ok().filter(|b| *b > 0).unwrap_or(16);
         let local = local_block_hashes(tokens, block_size, &BlockHashOptions::default());
         let seq = sequence_hashes(&local);
@@ -257,25 +268,18 @@ impl KvSelector {
             }
             None => Vec::new(),
         };
-        let overlap_of = |id: u64| {
-            overlaps.iter().filter(|(o, _)| o.worker_id == id && o.dp_rank == 0).map(|(_, n)| *n).max().unwrap_or(0)
-        };
+        let overlap_of = |o: Owner| overlaps.iter().find(|(x, _)| *x == o).map_or(0, |(_, n)| *n);
         let table = self.bookings.table.borrow();
-        let min_prefill = usable
-            .iter()
-            .map(|&i| table.get(workers[i].instance_id).map_or(0, |a| a.prefill_tokens))
-            .min()
-            .unwrap_or(0);
+        let min_prefill = ranks.iter().map(|&(_, o)| table.get(o).map_or(0, |a| a.prefill_tokens)).min().unwrap_or(0);
         let shape = RequestShape { isl: tokens.len() as u64, block_size, min_active_prefill_tokens: min_prefill };
         let mut logits = smallvec::SmallVec::<[f64; 16]>::new();
         let mut cands = smallvec::SmallVec::<[Candidate; 16]>::new();
-        for &i in usable {
-            let id = workers[i].instance_id;
-            let a = table.get(id);
+        for &(_, owner) in &ranks {
+            let a = table.get(owner);
             let held = a.map_or(0, |a| a.blocks.len() as u64);
             let new = a.map_or(seq.len() as u64, |a| seq.iter().filter(|h| !a.blocks.contains_key(h)).count() as u64);
             let c = Candidate {
-                overlap_blocks: overlap_of(id).min(local.len() as u32),
+                overlap_blocks: overlap_of(owner).min(local.len() as u32),
                 active_prefill_tokens: a.map_or(0, |a| a.prefill_tokens),
                 decode_blocks: held + new,
                 active_requests: a.map_or(0, |a| a.requests),
@@ -286,28 +290,29 @@ impl KvSelector {
         }
         drop(table);
         let Some(k) = choose(&logits, self.params.temperature, rand) else { return Ok(None) };
-        let index = usable[k];
-        let worker = workers[index].instance_id;
+        let (index, owner) = ranks[k];
         let cached = (u64::from(cands[k].overlap_blocks) * u64::from(block_size)).min(tokens.len() as u64);
         let prefill_tokens = tokens.len() as u64 - cached;
-        self.predict(worker, &local, &seq);
-        let booking = self.bookings.book(worker, prefill_tokens, seq);
+        self.predict(owner, &local, &seq);
+        let booking = self.bookings.book(owner, prefill_tokens, seq);
         let mut st = self.stats.borrow_mut();
-        *st.decisions.entry(worker).or_insert(0) += 1;
+        *st.decisions.entry(owner.worker_id).or_insert(0) += 1;
         st.overlap_blocks += u64::from(cands[k].overlap_blocks);
         st.prompt_blocks += local.len() as u64;
-        Ok(Some((Choice { index, overlap_blocks: cands[k].overlap_blocks, logit: logits[k] }, booking)))
+        let choice =
+            Choice { index, dp_rank: owner.dp_rank, overlap_blocks: cands[k].overlap_blocks, logit: logits[k] };
+        Ok(Some((choice, booking)))
     }
 
-    /// Approximate mode: the prompt's full blocks are taken as cached on `worker`, here at
+    /// Approximate mode: the prompt's full blocks are taken as cached on `owner`, here at
     /// once and on every other shard through the ingest thread.
-    fn predict(&self, worker: u64, local: &[u64], seq: &[u64]) {
+    fn predict(&self, owner: Owner, local: &[u64], seq: &[u64]) {
         if !self.approximate.get() || local.is_empty() {
             return;
         }
         let blocks: Arc<[BlockPair]> =
             local.iter().zip(seq).map(|(&l, &s)| BlockPair { block_hash: s, tokens_hash: l }).collect();
-        let p = Prediction { owner: Owner { worker_id: worker, dp_rank: 0 }, blocks };
+        let p = Prediction { owner, blocks };
         if let Some(r) = self.replica.borrow_mut().as_mut() {
             r.apply(&p.op());
         }
@@ -323,23 +328,18 @@ impl KvSelector {
         }
     }
 
-    /// The usable workers under every busy threshold.
-    fn not_busy(&self, workers: &[Worker], usable: &[usize], limits: &CardLimits) -> smallvec::SmallVec<[usize; 16]> {
+    /// Keeps the candidate ranks under every busy threshold.
+    fn drop_busy(&self, ranks: &mut smallvec::SmallVec<[(usize, Owner); 16]>, limits: &CardLimits) {
         let mut replica = self.replica.borrow_mut();
         if let Some(r) = replica.as_mut() {
             self.drain(r);
         }
         let table = self.bookings.table.borrow();
-        usable
-            .iter()
-            .copied()
-            .filter(|&i| {
-                let id = workers[i].instance_id;
-                let used = replica.as_ref().and_then(|r| r.used_blocks(Owner { worker_id: id, dp_rank: 0 }));
-                let prefill = table.get(id).map_or(0, |a| a.prefill_tokens);
-                !self.busy.overloaded(used, prefill, limits)
-            })
-            .collect()
+        ranks.retain(|&mut (_, owner)| {
+            let used = replica.as_ref().and_then(|r| r.used_blocks(owner));
+            let prefill = table.get(owner).map_or(0, |a| a.prefill_tokens);
+            !self.busy.overloaded(used, prefill, limits)
+        });
     }
 }
 
@@ -371,11 +371,14 @@ mod tests {
 
     /// Worker `id` stores the first `blocks` full blocks of `tokens`, as its events say.
     fn store(feed: &mut crate::router::kv::replica::IndexFeed, id: u64, tokens: &[u32], blocks: usize) {
+        store_on(feed, Owner { worker_id: id, dp_rank: 0 }, tokens, blocks);
+    }
+
+    fn store_on(feed: &mut crate::router::kv::replica::IndexFeed, owner: Owner, tokens: &[u32], blocks: usize) {
         let local = local_block_hashes(tokens, 16, &BlockHashOptions::default());
         let seq = sequence_hashes(&local);
         let pairs: Vec<BlockPair> =
             (0..blocks).map(|i| BlockPair { block_hash: seq[i], tokens_hash: local[i] }).collect();
-        let owner = Owner { worker_id: id, dp_rank: 0 };
         feed.publish(IndexOp::Stored { owner, parent_hash: None, blocks: pairs.into() });
     }
 
@@ -443,5 +446,27 @@ mod tests {
         let (c, _b) = sel.choose(&w, &[1], &prompt, &LIMITS, counter()).unwrap().unwrap();
         assert_eq!(c.index, 1);
         assert!(!BusyThresholds::default().any());
+    }
+
+    #[test]
+    fn data_parallel_ranks_are_candidates_of_their_own() {
+        let mut w = workers(2);
+        w[1].dp_size = 2;
+        let (mut feed, mut replicas) = channel(1, 64);
+        let sel = KvSelector::new(CostParams::default(), BusyThresholds::default());
+        sel.install(alone(replicas.pop().unwrap()));
+        let prompt: Vec<u32> = (0..200).collect();
+        // Rank 1 of worker 101 holds the prefix; rank 0 holds nothing.
+        store_on(&mut feed, Owner { worker_id: 101, dp_rank: 1 }, &prompt, 12);
+        let (c, b) = sel.choose(&w, &[0, 1], &prompt, &LIMITS, counter()).unwrap().unwrap();
+        assert_eq!((c.index, c.dp_rank, c.overlap_blocks), (1, 1, 12));
+        // Its booking loads rank 1 only: a fresh prompt is cheapest on 101's idle rank 0 or
+        // on 100 (a tie), never on rank 1.
+        let other: Vec<u32> = (9000..9200).collect();
+        for _ in 0..8 {
+            let (c2, _b2) = sel.choose(&w, &[0, 1], &other, &LIMITS, counter()).unwrap().unwrap();
+            assert!(c2.index == 0 || c2.dp_rank == 0, "{c2:?}");
+        }
+        drop(b);
     }
 }

@@ -18,17 +18,7 @@ use switchyard::worker::{MockConfig, MockWorker};
 const ANSWER: &str = "Hello world! The quick brown fox jumps over the lazy dog.";
 
 fn qwen3_dir() -> PathBuf {
-    let base = match std::env::var_os("SWITCHYARD_MODELS") {
-        Some(d) => PathBuf::from(d),
-        None => PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache/switchyard-models"),
-    };
-    let dir = base.join("qwen3");
-    assert!(
-        dir.join("tokenizer.json").is_file(),
-        "run `bash scripts/fetch-models.sh` first ({} missing)",
-        dir.display()
-    );
-    dir
+    common::model_dir("qwen3")
 }
 
 struct Setup {
@@ -667,7 +657,7 @@ fn etcd_discovery_serves_a_worker_until_it_stops() {
 /// `--discovery-backend mem`: the embedded workers serve their scripted answer.
 #[test]
 fn embedded_workers_answer_through_mem_discovery() {
-    let cfg = switchyard::config::Embedded { workers: 2, model_path: qwen3_dir() };
+    let cfg = switchyard::config::Embedded { workers: 2, model_path: qwen3_dir(), fast: false };
     let embedded = switchyard::embedded::start(&cfg).unwrap();
     assert_eq!(embedded.model, "qwen3");
     let (server, control) = frontend(Backend::Mem(embedded.store.clone()));

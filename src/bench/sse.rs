@@ -54,7 +54,7 @@ impl SseParser {
         mut bytes: &[u8],
         on_event: &mut dyn FnMut(Event<'_>) -> Result<(), Failure>,
     ) -> Result<(), Failure> {
-        while let Some(nl) = bytes.iter().position(|&b| b == b'\n') {
+        while let Some(nl) = memchr::memchr(b'\n', bytes) {
             if self.line.is_empty() {
                 self.line_done(&bytes[..nl], on_event)?;
             } else {
@@ -104,7 +104,7 @@ impl SseParser {
         if line[0] == b':' {
             return Ok(());
         }
-        let (field, value) = match line.iter().position(|&b| b == b':') {
+        let (field, value) = match memchr::memchr(b':', line) {
             Some(i) => {
                 let v = &line[i + 1..];
                 (&line[..i], v.strip_prefix(b" ").unwrap_or(v))

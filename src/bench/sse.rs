@@ -20,7 +20,6 @@
 use std::borrow::Cow;
 use std::time::Instant;
 
-use serde::de::IgnoredAny;
 use serde::Deserialize;
 
 use super::stats::Failure;
@@ -139,9 +138,9 @@ pub struct Usage {
 }
 
 #[derive(Deserialize)]
-struct Chunk<'a> {
-    #[serde(default, borrow)]
-    choices: Option<Vec<Choice<'a>>>,
+struct Chunk {
+    #[serde(default)]
+    choices: Option<Choices>,
     #[serde(default)]
     usage: Option<Usage>,
     #[serde(default)]
@@ -164,8 +163,34 @@ struct Delta<'a> {
     content: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
     reasoning_content: Option<Cow<'a, str>>,
-    #[serde(default, rename = "role")]
-    _role: Option<IgnoredAny>,
+}
+
+/// A `choices` array, read without collecting it: how many, and whether any carries text.
+#[derive(Default)]
+struct Choices {
+    len: usize,
+    text: bool,
+}
+
+impl<'de> Deserialize<'de> for Choices {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Choices, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = Choices;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an array of choices")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Choices, A::Error> {
+                let mut c = Choices::default();
+                while let Some(choice) = seq.next_element::<Choice<'de>>()? {
+                    c.len += 1;
+                    c.text |= choice.has_text();
+                }
+                Ok(c)
+            }
+        }
+        d.deserialize_seq(Visit)
+    }
 }
 
 fn nonempty(s: &Option<Cow<'_, str>>) -> bool {
@@ -187,8 +212,8 @@ fn error_text(v: &serde_json::Value) -> String {
     msg.chars().take(200).collect()
 }
 
-fn parse_chunk(data: &[u8]) -> Result<Chunk<'_>, Failure> {
-    let chunk: Chunk<'_> = serde_json::from_slice(data).map_err(|e| Failure::malformed(format!("not JSON: {e}")))?;
+fn parse_chunk(data: &[u8]) -> Result<Chunk, Failure> {
+    let chunk: Chunk = serde_json::from_slice(data).map_err(|e| Failure::malformed(format!("not JSON: {e}")))?;
     if let Some(e) = &chunk.error {
         return Err(Failure::stream(error_text(e)));
     }
@@ -229,7 +254,7 @@ impl StreamTracker {
             return Ok(());
         }
         let chunk = parse_chunk(ev.data)?;
-        if chunk.choices.as_ref().is_some_and(|c| c.iter().any(Choice::has_text)) {
+        if chunk.choices.as_ref().is_some_and(|c| c.text) {
             self.token_events += 1;
             self.first_token.get_or_insert(now);
         }
@@ -252,7 +277,7 @@ impl StreamTracker {
 /// Check a whole (non-streamed) 200 answer: JSON with choices and usage.
 pub fn inspect_whole(body: &[u8]) -> Result<Usage, Failure> {
     let chunk = parse_chunk(body)?;
-    if chunk.choices.as_ref().is_none_or(Vec::is_empty) {
+    if chunk.choices.as_ref().is_none_or(|c| c.len == 0) {
         return Err(Failure::malformed("an answer without choices"));
     }
     chunk.usage.ok_or_else(|| Failure::malformed("an answer without usage"))

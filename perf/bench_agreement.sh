@@ -4,11 +4,12 @@
 # Non-streaming: switchyard with in-process mock workers that add no delay (--discovery-backend
 # mem --embedded-fast, one shard, pinned to SERVER_CPU). For each workload (/v1/completions,
 # /v1/chat/completions) `switchyard bench` and wrk (a Lua script POSTing the bench's own
-# request body, written by --save-body) run one after the other at the same closed-loop load,
-# CONNS connections for DURATION seconds, both pinned to LOAD_CPU, the order alternating
-# between ROUNDS rounds. Compares throughput (requests/s) and mean and p50 latency, each the
-# median over the rounds, and exits 1 if any differs by more than TOLERANCE %. Also reports
-# the bench client's own CPU per request (getrusage).
+# request body, written by --save-body) run *at the same time* (the bench's --start-at), with
+# CONNS connections each for DURATION seconds, both pinned to LOAD_CPU, ROUNDS times. Both
+# closed loops share one server, so each should see the same latency and half the server's
+# throughput. Compares requests/s and mean and p50 latency (the median over the rounds of
+# each round's difference) and exits 1 if one is beyond TOLERANCE %. Also reports the bench
+# client's own CPU per request (getrusage).
 #
 # Streaming: switchyard (file discovery) in front of one `switchyard mock-worker` process that
 # waits STREAM_TTFT_MS before the first token and STREAM_ITL_MS between tokens (both pinned to
@@ -18,7 +19,7 @@
 # STREAM_ROUNDS rounds, alternating order): requests/s, TTFT, ITL and end-to-end latency
 # (mean and p50) must agree within TOLERANCE % as well. STREAM_ROUNDS=0 skips this part.
 #
-# Env: DURATION (s, default 4), CONNS (default 8), ROUNDS (default 6), INPUT (prompt tokens,
+# Env: DURATION (s, default 5), CONNS (default 8), ROUNDS (default 5), INPUT (prompt tokens,
 #      default 128), OUTPUT (max_tokens, default 16), TOLERANCE (%, default 10),
 #      PORT (default 18490), SERVER_CPU (default 0), LOAD_CPU (default 1),
 #      MODEL_DIR (default ~/.cache/switchyard-models/qwen3; `bash scripts/fetch-models.sh qwen3`),
@@ -31,9 +32,9 @@
 # Output: a markdown table on stdout.
 set -euo pipefail
 
-DURATION=${DURATION:-4}
+DURATION=${DURATION:-5}
 CONNS=${CONNS:-8}
-ROUNDS=${ROUNDS:-6}
+ROUNDS=${ROUNDS:-5}
 INPUT=${INPUT:-128}
 OUTPUT=${OUTPUT:-16}
 TOLERANCE=${TOLERANCE:-10}
@@ -140,31 +141,28 @@ bench() { # endpoint out.json [bench flags...]
         --input-tokens "$INPUT" --output-tokens "$OUTPUT" --no-progress --json "$out" "$@" >"$out.txt"
 }
 
-wrk_run() { # endpoint out.json
-    local path=/v1/chat/completions
-    [[ $1 == completions ]] && path=/v1/completions
-    # A short warm-up as the bench has one, then the measured run.
-    BODY_FILE=$WORK/body-$1.json taskset -c "$LOAD_CPU" wrk -t1 -c"$CONNS" -d1s -s "$WORK/post.lua" "$URL$path" >/dev/null
-    BODY_FILE=$WORK/body-$1.json taskset -c "$LOAD_CPU" wrk -t1 -c"$CONNS" -d"${DURATION}s" -s "$WORK/post.lua" \
-        "$URL$path" | sed -n 's/^WRKJSON //p' >"$2"
-}
-bench_run() { # endpoint out.json
-    bench "$1" "$2" --concurrency "$CONNS" --duration "$DURATION" --warmup $((CONNS * 20))
-}
-
-# One client after the other, the order alternating between rounds, so that a burst of
-# outside load on this small shared machine hits a round rather than a client; the verdict
-# takes the median over the rounds.
+# Both clients at once, CONNS connections each, over the same seconds: the bench prepares its
+# requests, then waits for --start-at; wrk is started at that instant with the same duration.
+# Both see the same server at the same moment (on this small shared machine the server's
+# speed drifts between runs by more than the clients could differ).
 for endpoint in completions chat; do
+    path=/v1/chat/completions
+    [[ $endpoint == completions ]] && path=/v1/completions
     bench "$endpoint" "$WORK/probe-$endpoint.json" --requests 1 --save-body "$WORK/body-$endpoint.json"
+    BODY_FILE=$WORK/body-$endpoint.json taskset -c "$LOAD_CPU" wrk -t1 -c"$CONNS" -d1s -s "$WORK/post.lua" \
+        "$URL$path" >/dev/null
     for round in $(seq 1 "$ROUNDS"); do
-        if ((round % 2)); then order="bench_run wrk_run"; else order="wrk_run bench_run"; fi
-        for client in $order; do
-            log "$endpoint round $round: $client"
-            t0=$(server_ticks)
-            "$client" "$endpoint" "$WORK/${client%_run}-$endpoint-$round.json"
-            echo $(($(server_ticks) - t0)) >"$WORK/${client%_run}-$endpoint-$round.ticks"
-        done
+        log "$endpoint round $round: switchyard bench and wrk together"
+        start=$(python3 -c 'import time; print(f"{time.time() + 2:.3f}")')
+        bench "$endpoint" "$WORK/bench-$endpoint-$round.json" --concurrency "$CONNS" --duration "$DURATION" \
+            --start-at "$start" &
+        bench_pid=$!
+        python3 -c "import time; time.sleep(max(0.0, $start - time.time()))"
+        t0=$(server_ticks)
+        BODY_FILE=$WORK/body-$endpoint.json taskset -c "$LOAD_CPU" wrk -t1 -c"$CONNS" -d"${DURATION}s" \
+            -s "$WORK/post.lua" "$URL$path" | sed -n 's/^WRKJSON //p' >"$WORK/wrk-$endpoint-$round.json"
+        wait "$bench_pid" || die "switchyard bench failed: $(cat "$WORK/bench-$endpoint-$round.json.txt")"
+        echo $(($(server_ticks) - t0)) >"$WORK/both-$endpoint-$round.ticks"
     done
 done
 
@@ -209,27 +207,30 @@ python3 - "$WORK" "$ROUNDS" "$TOLERANCE" "$CONNS" "$DURATION" "$INPUT" "$OUTPUT"
 import json, statistics, sys
 work, rounds, tol, conns, duration, inp, out = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), *sys.argv[4:8]
 srounds, sreq, sout = int(sys.argv[8]), sys.argv[9], sys.argv[10]
-print(f"Non-streaming, closed loop, {conns} connections, {duration} s per run, {rounds} rounds (client order "
-      f"alternating), {inp} prompt tokens, max_tokens {out}; server: switchyard, 1 shard, 2 embedded fast mock "
-      f"workers (its CPU includes them). Verdict on the median of the rounds.\n")
+print(f"Non-streaming, closed loop, switchyard bench and wrk at the same time, {conns} connections each, {duration} s, "
+      f"{rounds} rounds, {inp} prompt tokens, max_tokens {out}; server: switchyard, 1 shard, 2 embedded fast mock "
+      f"workers (its CPU includes them). Verdict on the median of the per-round differences.\n")
 def verdict(what, names, bench_rows, other, other_rows):
-    """Print bench vs the other client for each named column (medians over the rounds);
-    returns the largest difference in %."""
+    """Print bench vs the other client for each named column: the median over the rounds of
+    each round's difference (the two runs of a round are next to each other in time, so they
+    share the machine's state more than any other pair); returns the largest in %."""
     worst = 0.0
     for i, name in enumerate(names):
+        diffs = [(b[i + 1] - o[i + 1]) * 100.0 / o[i + 1] for b, o in zip(bench_rows, other_rows)]
+        diff = statistics.median(diffs)
         bv = statistics.median(row[i + 1] for row in bench_rows)
         ov = statistics.median(row[i + 1] for row in other_rows)
-        diff = (bv - ov) * 100.0 / ov
         worst = max(worst, abs(diff))
         mark = "ok" if abs(diff) <= tol else f"BEYOND {tol:.0f} %"
-        print(f"- {what}, {name}: bench {bv:.3f}, {other} {ov:.3f} (medians): {diff:+.1f} % ({mark})")
+        print(f"- {what}, {name}: bench {bv:.3f}, {other} {ov:.3f} (medians); per-round difference, median "
+              f"{diff:+.1f} % (range {min(diffs):+.1f} … {max(diffs):+.1f} %) ({mark})")
     return worst
 
 def server_us(name, n):
     """Server CPU-µs per request of one run (ticks are 10 ms; warm-up requests included)."""
     return int(open(f"{work}/{name}.ticks").read()) * 10000 / max(n, 1)
 
-print("| workload | round | client | requests | req/s | mean ms | p50 ms | failed | bench CPU-µs/req | server CPU-µs/req |")
+print("| workload | round | client | requests | req/s | mean ms | p50 ms | failed | bench CPU-µs/req | server CPU-µs/req (both clients) |")
 print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
 worst, ok = 0.0, True
 for ep in ("completions", "chat"):
@@ -244,11 +245,9 @@ for ep in ("completions", "chat"):
         if b["failed"] or wfail:
             ok = False
         cpu = b["bench_cpu"]["us_per_request"]
-        # Warm-ups included: the bench's CONNS*20 requests, wrk's 1 s.
-        bs = server_us(f"bench-{ep}-{r}", b["ok"] + b["failed"] + int(conns) * 20)
-        ws = server_us(f"wrk-{ep}-{r}", wrow[0] * (1 + 1 / float(duration)))
-        print(f"| {ep} | {r} | switchyard bench | {brow[0]} | {brow[1]:.0f} | {brow[2]:.3f} | {brow[3]:.3f} | {brow[4]} | {cpu:.1f} | {bs:.0f} |")
-        print(f"| {ep} | {r} | wrk | {wrow[0]} | {wrow[1]:.0f} | {wrow[2]:.3f} | {wrow[3]:.3f} | {wrow[4]} | | {ws:.0f} |")
+        srv = server_us(f"both-{ep}-{r}", b["ok"] + b["failed"] + wrow[0])
+        print(f"| {ep} | {r} | switchyard bench | {brow[0]} | {brow[1]:.0f} | {brow[2]:.3f} | {brow[3]:.3f} | {brow[4]} | {cpu:.1f} | {srv:.0f} |")
+        print(f"| {ep} | {r} | wrk | {wrow[0]} | {wrow[1]:.0f} | {wrow[2]:.3f} | {wrow[3]:.3f} | {wrow[4]} | | |")
         rows["bench"].append(brow)
         rows["wrk"].append(wrow)
     print()

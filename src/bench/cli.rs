@@ -35,6 +35,8 @@ load:
   --duration S            stop starting requests after S seconds
   --warmup N              requests before the measured ones, not recorded (default 0)
   --timeout S             per-request limit in seconds (default 60)
+  --start-at T            begin (warm-up first) at Unix time T, in seconds, after all
+                          set-up: to start together with another client
 output:
   --json OUT              write the report with the raw histograms to OUT
   --save-body FILE        write the first request's JSON body to FILE (for other clients)
@@ -76,6 +78,8 @@ pub struct Args {
     pub timeout: Duration,
     pub json: Option<PathBuf>,
     pub save_body: Option<PathBuf>,
+    /// Unix time (s) to begin at.
+    pub start_at: Option<f64>,
     pub progress: bool,
     pub allow_errors: bool,
     pub driver: Driver,
@@ -135,6 +139,7 @@ pub fn parse(args: &[String]) -> Result<Command, String> {
     let mut timeout = Duration::from_secs(60);
     let mut json = None;
     let mut save_body = None;
+    let mut start_at = None;
     let mut progress = true;
     let mut allow_errors = false;
     let mut driver = Driver::Auto;
@@ -178,6 +183,13 @@ pub fn parse(args: &[String]) -> Result<Command, String> {
             "--timeout" => timeout = positive_secs(flag, &value()?)?,
             "--json" => json = Some(PathBuf::from(value()?)),
             "--save-body" => save_body = Some(PathBuf::from(value()?)),
+            "--start-at" => {
+                let t: f64 = parse_num(flag, &value()?)?;
+                if !(t.is_finite() && t > 0.0) {
+                    return Err("--start-at takes a Unix time in seconds".into());
+                }
+                start_at = Some(t);
+            }
             "--no-progress" => progress = false,
             "--allow-errors" => allow_errors = true,
             "--io-driver" => {
@@ -260,6 +272,7 @@ pub fn parse(args: &[String]) -> Result<Command, String> {
         timeout,
         json,
         save_body,
+        start_at,
         progress,
         allow_errors,
         driver,
@@ -314,6 +327,7 @@ mod tests {
             (&["--model-path", &m, "--url", "http://x:1/v1"], "base URL"),
             (&["--model-path", &m, "--endpoint", "embeddings"], "expected chat or completions"),
             (&["--model-path", &m, "--bogus"], "unknown argument --bogus"),
+            (&["--model-path", &m, "--start-at", "-1"], "Unix time in seconds"),
             (&["--model-path", &m, "--requests"], "needs a value"),
             (&["--compare", "a"], "two report files"),
             (&["--compare", "a", "b", "--stream"], "nothing else"),

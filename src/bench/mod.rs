@@ -145,6 +145,12 @@ fn bench(a: &Args) -> Result<i32, String> {
         seed: a.seed,
         driver: a.driver,
     };
+    if let Some(t) = a.start_at {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
+        if t > now {
+            std::thread::sleep(Duration::from_secs_f64(t - now));
+        }
+    }
     let m = run::run(plan).map_err(|e| format!("cannot start the client's runtime: {e}"))?;
     if m.warmup_failed > 0 {
         eprintln!("switchyard bench: note: {} warm-up request(s) failed", m.warmup_failed);

@@ -10,7 +10,8 @@
 //!
 //! A phase ends after `--requests` requests or when `--duration` has passed (no new request
 //! starts after that; those in flight finish or time out). The warm-up phase runs first as a
-//! closed loop with the same concurrency, and its results are dropped.
+//! closed loop with the same concurrency (open loop: as many as the connections opened ahead,
+//! at most 64), and its results are dropped.
 //!
 //! Everything runs on one thread: the client does far less per request than the server it
 //! measures, and the final table shows how much (CPU-µs per request, % of a core).
@@ -281,8 +282,8 @@ async fn drive(plan: Plan) -> Measured {
     let wall = t0.elapsed();
     let cpu1 = rusage();
     done.set(true);
-    if plan.progress {
-        eprintln!();
+    if plan.progress && stderr_is_tty() {
+        eprintln!(); // end the progress line
     }
     let rec = std::mem::take(&mut *measured.rec.borrow_mut());
     let finished = (rec.ok + rec.failed()).max(1) as f64;
@@ -331,8 +332,7 @@ async fn open_loop(phase: &Rc<Phase>, rate: f64, seed: u64, t0: Instant) {
 
 /// Once a second on stderr: elapsed, answers, failures, in flight, rate, median latency.
 async fn progress(phase: Rc<Phase>, done: Rc<Cell<bool>>, t0: Instant) {
-    // SAFETY: isatty only inspects the descriptor.
-    let tty = unsafe { libc::isatty(2) } == 1;
+    let tty = stderr_is_tty();
     let mut last = 0u64;
     loop {
         monoio::time::sleep(Duration::from_secs(1)).await;
@@ -354,6 +354,11 @@ async fn progress(phase: Rc<Phase>, done: Rc<Cell<bool>>, t0: Instant) {
         let _ = if tty { write!(err, "\r\x1b[K{line}") } else { writeln!(err, "{line}") };
         let _ = err.flush();
     }
+}
+
+fn stderr_is_tty() -> bool {
+    // SAFETY: isatty only inspects the descriptor.
+    unsafe { libc::isatty(2) == 1 }
 }
 
 /// User and system CPU seconds of this process so far.

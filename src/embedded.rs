@@ -6,7 +6,10 @@
 //! loopback port and speaks Dynamo's TCP request plane, so a request takes exactly the way it
 //! takes to a real worker — template, tokenizer, router, request plane, call-back stream,
 //! detokenizer. They answer every request with the same scripted sentence (tokenized with
-//! the model's own tokenizer), so what comes back reads as text.
+//! the model's own tokenizer), so what comes back reads as text; a request with `ignore_eos`
+//! and `max_tokens` gets exactly `max_tokens` tokens (the sentence repeated). With
+//! `--embedded-fast` they add no delay at all (for measuring the frontend with
+//! `switchyard bench`); otherwise the mock worker's default 10 ms TTFT and 1 ms ITL apply.
 
 use std::io;
 
@@ -45,6 +48,7 @@ pub fn start(cfg: &Embedded) -> io::Result<Workers> {
             eos_token_id: None,
             model_name: model.clone(),
             model_dir: Some(cfg.model_path.clone()),
+            fast: cfg.fast,
             ..MockConfig::default()
         })?;
         w.register_mem(&store)?;

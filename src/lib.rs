@@ -15,6 +15,7 @@
 //! | [`registry`] | the immutable snapshot of served models and instances handed to shards | built off-shard, read on shards |
 //! | [`discovery`] | Dynamo's file discovery store → live instances and model cards → Registry | control thread |
 //! | [`worker`] | in-tree mock worker speaking Dynamo's request plane (tests, benches) | its own std threads |
+//! | [`bench`] | `switchyard bench`: the latency benchmark client (its own process) | one monoio thread |
 //! | [`error`] | the one error type: kind, side, retry; status mapping in one place | everywhere |
 //!
 //! A request's way: `shard` accepts → `http1::conn` frames the request → `service::Frontend`
@@ -22,6 +23,7 @@
 //! What crosses cores: inbox messages (metrics snapshots for a scrape, Registry snapshots,
 //! shutdown). Nothing on the request path takes a lock.
 
+pub mod bench;
 pub mod config;
 pub mod control;
 pub mod discovery;

@@ -1,4 +1,7 @@
 //! `switchyard`: parse the configuration, start the shards, wait for SIGTERM/SIGINT, drain.
+//! Two subcommands run something else instead: `switchyard mock-worker …` (the in-tree mock
+//! worker, [`switchyard::worker::cli`]) and `switchyard bench …` (the latency benchmark
+//! client, [`switchyard::bench`]).
 //!
 //! The main thread is the control thread: it blocks the termination signals before any shard
 //! starts (so every thread inherits the mask and only `sigwait` here sees them), starts the
@@ -17,9 +20,13 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.first().map(String::as_str) == Some("mock-worker") {
-        mock_worker(&args[1..]);
-        return;
+    match args.first().map(String::as_str) {
+        Some("mock-worker") => {
+            mock_worker(&args[1..]);
+            return;
+        }
+        Some("bench") => std::process::exit(switchyard::bench::main(&args[1..])),
+        _ => {}
     }
     let (action, cfg, warnings) = match config::from_process() {
         Ok(x) => x,

@@ -19,17 +19,7 @@ use switchyard::worker::{MockConfig, MockWorker};
 const ANSWER: &str = "Hello world! The quick brown fox jumps over the lazy dog.";
 
 fn qwen3_dir() -> PathBuf {
-    let base = match std::env::var_os("SWITCHYARD_MODELS") {
-        Some(d) => PathBuf::from(d),
-        None => PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache/switchyard-models"),
-    };
-    let dir = base.join("qwen3");
-    assert!(
-        dir.join("tokenizer.json").is_file(),
-        "run `bash scripts/fetch-models.sh` first ({} missing)",
-        dir.display()
-    );
-    dir
+    common::model_dir("qwen3")
 }
 
 struct Setup {
@@ -661,7 +651,7 @@ fn etcd_discovery_serves_a_worker_until_it_stops() {
 /// `--discovery-backend mem`: the embedded workers serve their scripted answer.
 #[test]
 fn embedded_workers_answer_through_mem_discovery() {
-    let cfg = switchyard::config::Embedded { workers: 2, model_path: qwen3_dir() };
+    let cfg = switchyard::config::Embedded { workers: 2, model_path: qwen3_dir(), fast: false };
     let embedded = switchyard::embedded::start(&cfg).unwrap();
     assert_eq!(embedded.model, "qwen3");
     let (server, control) = frontend(Backend::Mem(embedded.store.clone()));
@@ -1072,7 +1062,7 @@ fn kv_frontend(cfg: &Arc<switchyard::config::Config>, backend: Backend) -> (Serv
 /// finds its blocks on the worker it went to, whichever shard serves it.
 #[test]
 fn approximate_kv_mode_predicts_the_cache_from_its_own_decisions() {
-    let cfg = switchyard::config::Embedded { workers: 3, model_path: qwen3_dir() };
+    let cfg = switchyard::config::Embedded { workers: 3, model_path: qwen3_dir(), fast: true };
     let embedded = switchyard::embedded::start(&cfg).unwrap();
     let fcfg = frontend_config(&["--router-mode", "kv", "--no-router-kv-events", "--router-ttl-secs", "60"]);
     assert_eq!(fcfg.kv_approximate_ttl, Some(Duration::from_secs(60)));

@@ -270,6 +270,27 @@ fn eos_ends_the_stream_with_eos() {
     assert_eq!(finish(&r), Some(FinishReason::Eos));
 }
 
+/// `ignore_eos` with `max_tokens`: exactly `max_tokens` tokens (a script repeats), finish
+/// `length`; without `ignore_eos` the natural length stays.
+#[test]
+fn ignore_eos_with_max_tokens_generates_exactly_max_tokens() {
+    let cfg = fast(MockConfig { script: Some(vec![5, 6, 2]), eos_token_id: Some(2), ..Default::default() });
+    let w = MockWorker::start(cfg).unwrap();
+    let mut req = request(&[1], Some(8));
+    req.stop_conditions.ignore_eos = Some(true);
+    let r = roundtrip(&w, &req, Codec::Msgpack);
+    assert_eq!(token_ids(&r), vec![5, 6, 2, 5, 6, 2, 5, 6]);
+    assert_eq!(finish(&r), Some(FinishReason::Length));
+
+    let w = MockWorker::start(fast(MockConfig { output_tokens: 4, ..Default::default() })).unwrap();
+    let r = roundtrip(&w, &req, Codec::Msgpack);
+    assert_eq!(token_ids(&r).len(), 8);
+    assert_eq!(finish(&r), Some(FinishReason::Length));
+    let r = roundtrip(&w, &request(&[1], Some(8)), Codec::Msgpack);
+    assert_eq!(token_ids(&r).len(), 4);
+    assert_eq!(finish(&r), Some(FinishReason::Stop));
+}
+
 #[test]
 fn json_codec_request_gets_json_frames() {
     let w = MockWorker::start(fast(MockConfig { output_tokens: 3, ..Default::default() })).unwrap();

@@ -319,6 +319,8 @@ pub static EXTENSION_FLAGS: &[Flag] = &[
         &[], "With --discovery-backend mem: in-process mock workers to start.").extension(),
     flag(&["--embedded-model-path"], &[], "embedded_model_path", Some("SWITCHYARD_EMBEDDED_MODEL_PATH"), Kind::Str, Default::None,
         &[], "With --discovery-backend mem: model directory the in-process workers serve (named after it).").extension(),
+    flag(&["--embedded-fast"], &["--no-embedded-fast"], "embedded_fast", Some("SWITCHYARD_EMBEDDED_FAST"), Kind::Bool, Default::Bool(false),
+        &[], "With --discovery-backend mem: the in-process workers answer with no artificial delay (for benchmarks).").extension(),
 ];
 
 /// Settings Dynamo 1.6.1 reads from the environment only (no flag), and their defaults.

@@ -91,6 +91,7 @@ const IMPLEMENTED: &[&str] = &[
     "max_header_bytes",
     "embedded_workers",
     "embedded_model_path",
+    "embedded_fast",
     "exclude_tools_when_tool_choice_none",
     // The kv router's cost (spec: KV routing §7.2, §7.4).
     "overlap_score_credit",
@@ -130,6 +131,9 @@ pub struct Embedded {
     pub workers: usize,
     /// The model directory they serve; the model is named after its last component.
     pub model_path: PathBuf,
+    /// No artificial delay: no TTFT/ITL timers, frames written in batches
+    /// ([`crate::worker::MockConfig::fast`]).
+    pub fast: bool,
 }
 
 /// `--embedded-*` options: required with `mem` (its workers live in this process), refused
@@ -138,8 +142,10 @@ fn embedded(p: &Parsed) -> Result<Option<Embedded>, ConfigError> {
     let workers = int(p, "embedded_workers").unwrap_or(2);
     let path = text(p, "embedded_model_path");
     if text(p, "discovery_backend") != Some("mem") {
-        if path.is_some() || workers != 2 {
-            return Err(invalid("--embedded-workers and --embedded-model-path need --discovery-backend mem"));
+        if path.is_some() || workers != 2 || boolean(p, "embedded_fast") {
+            return Err(invalid(
+                "--embedded-workers, --embedded-model-path and --embedded-fast need --discovery-backend mem",
+            ));
         }
         return Ok(None);
     }
@@ -155,7 +161,7 @@ fn embedded(p: &Parsed) -> Result<Option<Embedded>, ConfigError> {
     if !(1..=64).contains(&workers) {
         return Err(invalid("--embedded-workers must be between 1 and 64"));
     }
-    Ok(Some(Embedded { workers: workers as usize, model_path: PathBuf::from(path) }))
+    Ok(Some(Embedded { workers: workers as usize, model_path: PathBuf::from(path), fast: boolean(p, "embedded_fast") }))
 }
 
 /// The resolved configuration.

@@ -24,7 +24,14 @@
 //!   [`MockConfig::vocab_size`] (seeded by `sampling_options.seed`, else by the prompt), never
 //!   equal to the EOS id except as the last natural token.
 //! * Length: the natural length is `script.len()` (script mode) or
-//!   [`MockConfig::output_tokens`]; `stop_conditions.max_tokens` caps it.
+//!   [`MockConfig::output_tokens`]; `stop_conditions.max_tokens` caps it. With `ignore_eos:
+//!   true` *and* `max_tokens` there is no natural end: exactly `max_tokens` tokens come (a
+//!   script is repeated), as from an engine told to ignore EOS — what benchmarks ask for.
+//! * Delays: [`MockConfig::ttft`] before the first item, [`MockConfig::itl`] between items,
+//!   each token written on its own. A zero delay never sleeps or reads the clock.
+//!   [`MockConfig::fast`] adds no delay at all (no timer on the path, whatever ttft/itl say)
+//!   and writes the frames in batches of up to 64 KiB: the mode for measuring a frontend,
+//!   where the worker should cost as little as possible.
 //! * `finish_reason`: `"eos"` when the EOS id ([`MockConfig::eos_token_id`]) was emitted
 //!   (in random mode the last natural token is the EOS id when one is configured; a script
 //!   stops at its first EOS id; `ignore_eos: true` disables both), `"length"` when

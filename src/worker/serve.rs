@@ -160,7 +160,8 @@ fn start_request(shared: &Arc<Shared>, frame: &RequestFrame) -> Result<(), Strin
             let text_completion = req.get("messages").is_none();
             let prompt = serde_json::to_vec(&req.get("messages").or_else(|| req.get("prompt"))).unwrap_or_default();
             let prompt: Vec<u32> = prompt.iter().map(|&b| u32::from(b)).collect();
-            let (tokens, finish) = plan_tokens(cfg, &prompt, seed, max, false);
+            let ignore_eos = req.get("ignore_eos").and_then(Value::as_bool).unwrap_or(false);
+            let (tokens, finish) = plan_tokens(cfg, &prompt, seed, max, ignore_eos);
             // Text workers count their own prompt: here one per byte of the request object as
             // received, in compact JSON (so a test can see what arrived).
             let received = serde_json::to_vec(&req).map_or(0, |b| b.len());
@@ -194,9 +195,15 @@ pub(crate) fn plan_tokens(
     ignore_eos: bool,
 ) -> (Vec<u32>, FinishReason) {
     let eos = if ignore_eos { None } else { cfg.eos_token_id };
-    let mut tokens = match &cfg.script {
-        Some(script) => script.clone(),
-        None => random_ids(cfg, prompt, seed, eos),
+    // With `ignore_eos` and a token limit there is no natural end: the limit is the length
+    // (a script repeats, random mode draws that many ids), as an engine told to ignore EOS
+    // generates until `max_tokens`.
+    let forced = max_tokens.filter(|_| ignore_eos).map(|m| m as usize);
+    let mut tokens = match (&cfg.script, forced) {
+        (Some(script), Some(n)) if !script.is_empty() => script.iter().copied().cycle().take(n).collect(),
+        (Some(script), _) => script.clone(),
+        (None, Some(n)) => random_ids(cfg, n, prompt, seed, eos),
+        (None, None) => random_ids(cfg, cfg.output_tokens, prompt, seed, eos),
     };
     let mut finish = FinishReason::Stop;
     if let Some(p) = eos.and_then(|e| tokens.iter().position(|&t| t == e)) {
@@ -204,7 +211,7 @@ pub(crate) fn plan_tokens(
         finish = FinishReason::Eos;
     }
     if let Some(max) = max_tokens.map(|m| m as usize) {
-        if max < tokens.len() {
+        if max < tokens.len() || (forced.is_some() && tokens.len() == max) {
             tokens.truncate(max);
             finish = FinishReason::Length;
         }
@@ -212,16 +219,16 @@ pub(crate) fn plan_tokens(
     (tokens, finish)
 }
 
-/// `output_tokens` ids below `vocab_size`, deterministic in (seed or prompt); never the
-/// configured EOS id except as the last one when `eos` is set.
-fn random_ids(cfg: &super::MockConfig, prompt: &[u32], seed: Option<i64>, eos: Option<u32>) -> Vec<u32> {
+/// `len` ids below `vocab_size`, deterministic in (seed or prompt); never the configured EOS
+/// id except as the last one when `eos` is set.
+fn random_ids(cfg: &super::MockConfig, len: usize, prompt: &[u32], seed: Option<i64>, eos: Option<u32>) -> Vec<u32> {
     let mut state = match seed {
         Some(s) => s as u64,
         None => prompt.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &t| (h ^ u64::from(t)).wrapping_mul(0x100_0000_01b3)),
     };
     let vocab = cfg.vocab_size.max(2);
     let avoid = cfg.eos_token_id;
-    let mut out: Vec<u32> = (0..cfg.output_tokens)
+    let mut out: Vec<u32> = (0..len)
         .map(|_| {
             let id = (splitmix64(&mut state) % u64::from(vocab)) as u32;
             if Some(id) == avoid {
@@ -364,8 +371,12 @@ fn read_controls(mut conn: TcpStream, flags: &Flags, shared: &Shared) {
     }
 }
 
-/// Waits `d` in slices; false if the stream must end (kill, stop or worker shutdown).
+/// Waits `d` in slices; false if the stream must end (kill, stop or worker shutdown). A zero
+/// `d` neither sleeps nor reads the clock.
 fn wait(d: Duration, shared: &Shared, flags: &Flags) -> bool {
+    if d.is_zero() {
+        return !interrupted(shared, flags);
+    }
     let end = Instant::now() + d;
     loop {
         if interrupted(shared, flags) {

@@ -18,6 +18,22 @@ pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port()
 }
 
+/// The directory of a fetched model (`$SWITCHYARD_MODELS/<name>`, default
+/// `~/.cache/switchyard-models/<name>`); fails with the command to run when it is missing.
+pub fn model_dir(name: &str) -> std::path::PathBuf {
+    let base = match std::env::var_os("SWITCHYARD_MODELS") {
+        Some(d) => std::path::PathBuf::from(d),
+        None => std::path::PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache/switchyard-models"),
+    };
+    let dir = base.join(name);
+    assert!(
+        dir.join("tokenizer.json").is_file(),
+        "run `bash scripts/fetch-models.sh` first ({} missing)",
+        dir.display()
+    );
+    dir
+}
+
 /// Start an in-process server on 127.0.0.1 with an ephemeral port and the given I/O driver.
 pub fn start(driver: &str, args: &[&str], env: &[(&str, &str)]) -> Server {
     let mut all: Vec<String> =

@@ -261,6 +261,12 @@ approx_phase() { # approximate mode on real mockers: one workload, against round
   echo "approx: switchyard --router-mode kv --no-router-kv-events: cached-token ratio $ratio"
   python3 -c "import sys; sys.exit(0 if $ratio >= 0.5 else 1)" \
     || fail "approx: cached-token ratio $ratio (round-robin gets about 0.22)"
+  # The LRU policy bounds each worker's prediction by its 160 advertised blocks.
+  ratio=$(run switchyard-approx-lru 7 "$BIN" --router-mode kv --no-router-kv-events \
+    --router-approximate-cache-policy lru)
+  echo "approx: ... --router-approximate-cache-policy lru: cached-token ratio $ratio"
+  python3 -c "import sys; sys.exit(0 if $ratio >= 0.5 else 1)" \
+    || fail "approx lru: cached-token ratio $ratio (round-robin gets about 0.22)"
 }
 
 dp_phase() { # two mockers with two data-parallel ranks each: ranks are routed and credited

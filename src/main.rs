@@ -128,7 +128,7 @@ fn main() {
     };
     // --router-mode kv: one index replica per shard, fed by the event-ingest thread.
     let ingest = if cfg.parsed.get("router_mode").as_str() == Some("kv") {
-        match switchyard::router::kv::ingest::Ingest::start_for(server.drivers.len(), cfg.kv_approximate_ttl) {
+        match switchyard::router::kv::ingest::Ingest::start_for(server.drivers.len(), cfg.kv_approximate()) {
             Ok((i, installs)) => {
                 server.install_kv(installs);
                 Some(i)

@@ -106,7 +106,7 @@ fn events_and_usage_reports_over_nats_reach_the_replica() {
     let mut replica = replicas.pop().unwrap();
     let ingest = Ingest::start_with(
         feed,
-        switchyard::router::kv::ingest::IngestOptions { nats_url: server.url(), upstream: None, approximate_ttl: None },
+        switchyard::router::kv::ingest::IngestOptions { nats_url: server.url(), upstream: None, approximate: None },
     )
     .unwrap();
     ingest.update(Publishers {

@@ -104,6 +104,7 @@ const IMPLEMENTED: &[&str] = &[
     // Approximate mode (`--no-router-kv-events`, TTL policy).
     "use_kv_events",
     "router_ttl_secs",
+    "router_approximate_cache_policy",
     // The router queue (kv mode only; checked in `validate`).
     "router_queue_threshold",
     "router_queue_policy",
@@ -198,6 +199,8 @@ pub struct Config {
     /// `--no-router-kv-events`: the kv router predicts the cache from its own decisions,
     /// each prediction living this long (`--router-ttl-secs`).
     pub kv_approximate_ttl: Option<Duration>,
+    /// `--router-approximate-cache-policy`.
+    pub kv_cache_policy: crate::router::kv::predict::CachePolicy,
     /// The kv router's queue (`--router-queue-threshold`, `--router-queue-policy`).
     pub kv_queue: Option<crate::router::kv::queue::QueueConfig>,
     /// The kv router's busy thresholds (`--active-decode-blocks-threshold` …).
@@ -537,6 +540,10 @@ fn typed(parsed: Parsed, env: &dyn Fn(&str) -> Option<String>) -> Result<Config,
         exclude_tools_when_tool_choice_none: boolean(p, "exclude_tools_when_tool_choice_none"),
         kv_cost: kv_cost(p)?,
         kv_approximate_ttl: if boolean(p, "use_kv_events") { None } else { Some(secs(p, "router_ttl_secs")?) },
+        kv_cache_policy: match text(p, "router_approximate_cache_policy") {
+            Some("lru") => crate::router::kv::predict::CachePolicy::Lru,
+            _ => crate::router::kv::predict::CachePolicy::Ttl,
+        },
         kv_queue: float(p, "router_queue_threshold").map(|threshold_frac| crate::router::kv::queue::QueueConfig {
             threshold_frac,
             policy: text(p, "router_queue_policy")
@@ -553,6 +560,11 @@ fn typed(parsed: Parsed, env: &dyn Fn(&str) -> Option<String>) -> Result<Config,
 }
 
 impl Config {
+    /// Approximate mode's TTL and cache policy (`None`: KV events are read).
+    pub fn kv_approximate(&self) -> Option<(Duration, crate::router::kv::predict::CachePolicy)> {
+        self.kv_approximate_ttl.map(|ttl| (ttl, self.kv_cache_policy))
+    }
+
     /// The configuration as `--dump-config-to` writes it: every option under `config`,
     /// the `DYN_*`/`SWITCHYARD_*` environment, and the version.
     pub fn dump_json(&self) -> serde_json::Value {
@@ -655,9 +667,11 @@ mod tests {
         run(&["--router-mode", "least-loaded"], &[]).unwrap();
         run(&["--router-mode", "kv"], &[]).unwrap();
         run(&["--router-mode", "kv", "--no-router-kv-events"], &[]).unwrap();
-        let e = run(&["--router-mode", "kv", "--no-router-kv-events", "--router-approximate-cache-policy", "lru"], &[])
-            .unwrap_err();
-        assert!(e.message.contains("--router-approximate-cache-policy lru"), "{}", e.message);
+        let c = run(&["--router-mode", "kv", "--no-router-kv-events", "--router-approximate-cache-policy", "lru"], &[])
+            .unwrap();
+        assert_eq!(c.kv_cache_policy, crate::router::kv::predict::CachePolicy::Lru);
+        let e = run(&["--router-host-cache-hit-weight", "0.5"], &[]).unwrap_err();
+        assert!(e.message.contains("--router-host-cache-hit-weight 0.5"), "{}", e.message);
         let e = run(&["--migration-limit", "3"], &[]).unwrap_err();
         assert!(e.message.contains("--migration-limit 3"), "{}", e.message);
         let e = run(&[], &[("DYN_HTTP_SSE_KEEP_ALIVE_INTERVAL_MS", "100")]).unwrap_err();

@@ -29,7 +29,7 @@ use super::events::{
     decode_kv_events, decode_kv_metrics, decode_message, decode_nats_message, DecodeError, EventMessage,
 };
 use super::index::{IndexOp, Owner};
-use super::predict::Expiry;
+use super::predict::{CachePolicy, Expiry};
 use super::recovery::{self, Answer, Deadlines, QueryRequest, Target};
 use super::replica::IndexFeed;
 use super::streams::{Out, Streams, Want};
@@ -107,15 +107,15 @@ pub struct IngestOptions {
     /// The shards' rings up to this thread (booking steps, predictions) and their wake fd.
     pub upstream: Option<super::active::Downstream>,
     /// Approximate mode (`--no-router-kv-events`): no subscriptions; the shards' routing
-    /// predictions are re-published to every replica and expire after this TTL.
-    pub approximate_ttl: Option<Duration>,
+    /// predictions are re-published to every replica and leave after this TTL or by LRU.
+    pub approximate: Option<(Duration, CachePolicy)>,
 }
 
 impl IngestOptions {
     /// Event mode, `NATS_SERVER` from the environment.
     pub fn from_env() -> IngestOptions {
         let nats_url = std::env::var("NATS_SERVER").unwrap_or_else(|_| nats::DEFAULT_URL.to_owned());
-        IngestOptions { nats_url, upstream: None, approximate_ttl: None }
+        IngestOptions { nats_url, upstream: None, approximate: None }
     }
 }
 
@@ -149,14 +149,14 @@ impl Ingest {
     }
 
     /// The ingest thread of a frontend with `shards` shards, and what each shard installs:
-    /// event mode, or approximate mode when `approximate_ttl` is given.
+    /// event mode, or approximate mode when `approximate` (TTL, policy) is given.
     pub fn start_for(
         shards: usize,
-        approximate_ttl: Option<Duration>,
+        approximate: Option<(Duration, CachePolicy)>,
     ) -> std::io::Result<(Ingest, Vec<super::select::KvInstall>)> {
         let (feed, replicas) = super::replica::channel(shards, 1 << 16);
         let (ups, downstream) = super::active::channel(shards, 1 << 14)?;
-        let opts = IngestOptions { upstream: Some(downstream), approximate_ttl, ..IngestOptions::from_env() };
+        let opts = IngestOptions { upstream: Some(downstream), approximate, ..IngestOptions::from_env() };
         let ingest = Ingest::start_with(feed, opts)?;
         let installs = replicas
             .into_iter()
@@ -166,7 +166,7 @@ impl Ingest {
                 ingest: ingest.stats.clone(),
                 up: Some(up),
                 share_bookings: shards > 1,
-                approximate: approximate_ttl.is_some(),
+                approximate: approximate.is_some(),
             })
             .collect();
         Ok((ingest, installs))
@@ -364,7 +364,7 @@ impl State {
             nats_batch: Vec::new(),
             upstream,
             wake,
-            approx: opts.approximate_ttl.map(Expiry::new),
+            approx: opts.approximate.map(|(ttl, policy)| Expiry::new(ttl, policy)),
             workers: BTreeSet::new(),
             sources: BTreeMap::new(),
             streams: Streams::default(),
@@ -472,8 +472,12 @@ impl State {
                     Up::Predict(p) => {
                         let Some(expiry) = self.approx.as_mut() else { continue };
                         if self.workers.contains(&p.owner.worker_id) {
-                            expiry.touch(&p, now);
+                            let mut evicted = Vec::new();
+                            expiry.touch(&p, now, &mut evicted);
                             self.feed.publish(p.op());
+                            for op in evicted {
+                                self.feed.publish(op);
+                            }
                             self.stats.events.fetch_add(1, Ordering::Relaxed);
                         }
                     }

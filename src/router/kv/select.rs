@@ -293,7 +293,7 @@ impl KvSelector {
         let (index, owner) = ranks[k];
         let cached = (u64::from(cands[k].overlap_blocks) * u64::from(block_size)).min(tokens.len() as u64);
         let prefill_tokens = tokens.len() as u64 - cached;
-        self.predict(owner, &local, &seq);
+        self.predict(owner, &local, &seq, limits.total_kv_blocks);
         let booking = self.bookings.book(owner, prefill_tokens, seq);
         let mut st = self.stats.borrow_mut();
         *st.decisions.entry(owner.worker_id).or_insert(0) += 1;
@@ -306,13 +306,13 @@ impl KvSelector {
 
     /// Approximate mode: the prompt's full blocks are taken as cached on `owner`, here at
     /// once and on every other shard through the ingest thread.
-    fn predict(&self, owner: Owner, local: &[u64], seq: &[u64]) {
+    fn predict(&self, owner: Owner, local: &[u64], seq: &[u64], capacity: u64) {
         if !self.approximate.get() || local.is_empty() {
             return;
         }
         let blocks: Arc<[BlockPair]> =
             local.iter().zip(seq).map(|(&l, &s)| BlockPair { block_hash: s, tokens_hash: l }).collect();
-        let p = Prediction { owner, blocks };
+        let p = Prediction { owner, blocks, capacity };
         if let Some(r) = self.replica.borrow_mut().as_mut() {
             r.apply(&p.op());
         }

@@ -148,9 +148,15 @@ recovery() {
   # the hole and the missing range is asked of each worker.
   local ports
   ports=$(grep -o 'subscribed to tcp://127.0.0.1:[0-9]* (kv-events)' "$WORK/recovery.log" | grep -o ':[0-9]* ' | tr -d ': ')
-  for p in $ports; do ss -K dst 127.0.0.1 dport = "$p" >/dev/null; done
   "$PY" scripts/interop_client.py prefix --base-url http://127.0.0.1:18500/v1 --model qwen3 \
-    --requests 12 --concurrency 4 --seed 9 >/dev/null || fail "recovery: the workload during the cut failed"
+    --requests 24 --concurrency 4 --seed 9 >/dev/null &
+  local load=$!
+  # Cut again and again while that load runs (the client takes a moment to start).
+  while kill -0 "$load" 2>/dev/null; do
+    for p in $ports; do ss -K dst 127.0.0.1 dport = "$p" >/dev/null 2>&1 || true; done
+    sleep 0.3
+  done
+  wait "$load" || fail "recovery: the workload during the cut failed"
   sleep 2
   "$PY" scripts/interop_client.py prefix --base-url http://127.0.0.1:18500/v1 --model qwen3 \
     --requests 12 --concurrency 4 --seed 10 >/dev/null || fail "recovery: the workload after the cut failed"

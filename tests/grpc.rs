@@ -125,13 +125,21 @@ fn infer_request(id: &str, inputs: Vec<InferInputTensor>, max_tokens: i64) -> Mo
     }
 }
 
-/// The value of a one-element BYTES output.
+/// The value of a one-element BYTES output, typed or raw (4-byte little-endian length + bytes).
 fn output(resp: &ModelInferResponse, name: &str) -> String {
-    let t = resp.outputs.iter().find(|o| o.name == name).unwrap_or_else(|| panic!("no output {name}: {resp:?}"));
+    let i = resp.outputs.iter().position(|o| o.name == name).unwrap_or_else(|| panic!("no output {name}: {resp:?}"));
+    let t = &resp.outputs[i];
     assert_eq!(t.datatype, "BYTES");
-    let c = t.contents.as_ref().expect("typed contents");
-    assert_eq!(c.bytes_contents.len(), 1);
-    String::from_utf8(c.bytes_contents[0].clone()).unwrap()
+    if resp.raw_output_contents.is_empty() {
+        let c = t.contents.as_ref().expect("typed contents");
+        assert_eq!(c.bytes_contents.len(), 1);
+        return String::from_utf8(c.bytes_contents[0].clone()).unwrap();
+    }
+    assert!(t.contents.is_none(), "typed and raw at once");
+    let raw = &resp.raw_output_contents[i];
+    let n = u32::from_le_bytes(raw[..4].try_into().unwrap()) as usize;
+    assert_eq!(raw.len(), 4 + n, "one element");
+    String::from_utf8(raw[4..].to_vec()).unwrap()
 }
 
 fn final_flag(resp: &ModelInferResponse) -> Option<bool> {
@@ -261,7 +269,9 @@ fn unary_infer_forwards_max_tokens() {
         bytes.extend_from_slice(b"Tell me");
         raw.raw_input_contents = vec![bytes];
         let resp: ModelInferResponse = h2c::unary(&mut c, "ModelInfer", &raw).await.decode();
+        assert_eq!(resp.raw_output_contents.len(), 2, "a raw request gets raw outputs");
         assert_eq!(output(&resp, "text_output"), want_text);
+        assert_eq!(output(&resp, "finish_reason"), "length");
     });
 }
 
@@ -437,4 +447,35 @@ fn openai_routes_over_h2c() {
     });
     // HTTP/1.1 on the same port.
     assert_eq!(Client::connect(s.addr()).roundtrip(common::GET_LIVE).status, 200);
+
+    // An invalid frame (DATA on stream 0) is a connection error: GOAWAY with PROTOCOL_ERROR
+    // (RFC 9113 §6.1), then the close; the shard keeps serving others.
+    let mut raw = Client::connect(s.addr());
+    let mut bad = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    bad.extend_from_slice(&[0, 0, 0, 4, 0, 0, 0, 0, 0]); // empty SETTINGS
+    bad.extend_from_slice(&[0, 0, 1, 0, 0, 0, 0, 0, 0, b'x']); // DATA, stream 0
+    raw.send(&bad);
+    let mut got = Vec::new();
+    let mut tmp = [0u8; 4096];
+    while let Ok(n) = std::io::Read::read(&mut raw.stream, &mut tmp) {
+        if n == 0 {
+            break;
+        }
+        got.extend_from_slice(&tmp[..n]);
+    }
+    let goaway = frames(&got).into_iter().find(|(ty, _)| *ty == 7).expect("a GOAWAY frame");
+    assert_eq!(u32::from_be_bytes(goaway.1[4..8].try_into().unwrap()), 1, "PROTOCOL_ERROR");
+    assert_eq!(Client::connect(s.addr()).roundtrip(common::GET_LIVE).status, 200);
+}
+
+/// (type, payload) of every HTTP/2 frame in `bytes`.
+fn frames(mut bytes: &[u8]) -> Vec<(u8, Vec<u8>)> {
+    let mut out = Vec::new();
+    while bytes.len() >= 9 {
+        let len = u32::from_be_bytes([0, bytes[0], bytes[1], bytes[2]]) as usize;
+        let end = (9 + len).min(bytes.len());
+        out.push((bytes[3], bytes[9..end].to_vec()));
+        bytes = &bytes[end..];
+    }
+    out
 }

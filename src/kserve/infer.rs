@@ -11,7 +11,9 @@
 //! (`triton_*`, sequence and priority controls) are accepted and not forwarded; any other name
 //! is INVALID_ARGUMENT, so a misspelt `max_tokens` is not silently ignored.
 //!
-//! Outputs: `text_output` and `finish_reason`, BYTES of shape `[1]`. Going through the
+//! Outputs: `text_output` and `finish_reason`, BYTES of shape `[1]`, typed when the request
+//! was typed and in `raw_output_contents` when it was raw (as Triton answers; tritonclient
+//! sends BYTES raw, and its reader of typed BYTES fails under NumPy 2). Going through the
 //! completions pipeline means the answer is rendered as OpenAI JSON (or SSE events) and read
 //! back here: one code path for prompts, routing, retries, stop handling and metrics.
 
@@ -60,7 +62,7 @@ pub enum ParamType {
 }
 
 /// A parsed inference request.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct TextRequest {
     pub id: String,
     pub model: String,
@@ -68,6 +70,8 @@ pub struct TextRequest {
     /// `triton_enable_empty_final_response`: end a stream with an empty response that carries
     /// `triton_final_response = true`.
     pub empty_final: bool,
+    /// The inputs came as `raw_input_contents`: answer with `raw_output_contents`.
+    pub raw: bool,
     /// The completions request body.
     pub body: Vec<u8>,
 }
@@ -187,6 +191,7 @@ pub fn parse(req: &ModelInferRequest) -> Result<TextRequest, Error> {
         model: req.model_name.clone(),
         stream,
         empty_final,
+        raw,
         body: serde_json::to_vec(&Value::Object(body)).unwrap_or_default(),
     })
 }
@@ -316,15 +321,24 @@ impl Pieces {
     }
 }
 
-/// A BYTES output tensor of one element.
-fn bytes_output(name: &str, value: &str) -> InferOutputTensor {
+/// A BYTES output tensor of one element (its data typed, or left to `raw_output_contents`).
+fn bytes_output(name: &str, value: &str, typed: bool) -> InferOutputTensor {
     InferOutputTensor {
         name: name.to_string(),
         datatype: "BYTES".to_string(),
         shape: vec![1],
-        contents: Some(InferTensorContents { bytes_contents: vec![value.as_bytes().to_vec()], ..Default::default() }),
+        contents: typed
+            .then(|| InferTensorContents { bytes_contents: vec![value.as_bytes().to_vec()], ..Default::default() }),
         ..Default::default()
     }
+}
+
+/// One BYTES element in the raw layout: 4-byte little-endian length, then the bytes.
+pub fn raw_bytes_element(value: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(4 + value.len());
+    out.extend_from_slice(&(value.len() as u32).to_le_bytes());
+    out.extend_from_slice(value);
+    out
 }
 
 /// The response carrying `piece`; `final_flag` sets `triton_final_response` (streams).
@@ -336,7 +350,13 @@ pub fn response(r: &TextRequest, piece: Option<&Piece>, final_flag: Option<bool>
         ..Default::default()
     };
     if let Some(p) = piece {
-        resp.outputs = vec![bytes_output("text_output", &p.text), bytes_output("finish_reason", &p.finish)];
+        let typed = !r.raw;
+        resp.outputs =
+            vec![bytes_output("text_output", &p.text, typed), bytes_output("finish_reason", &p.finish, typed)];
+        if r.raw {
+            resp.raw_output_contents =
+                vec![raw_bytes_element(p.text.as_bytes()), raw_bytes_element(p.finish.as_bytes())];
+        }
     }
     if let Some(f) = final_flag {
         resp.parameters.insert(
@@ -345,4 +365,33 @@ pub fn response(r: &TextRequest, piece: Option<&Piece>, final_flag: Option<bool>
         );
     }
     resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn raw_bytes_round_trip() {
+        let mut raw = raw_bytes_element(b"hello");
+        raw.extend_from_slice(&raw_bytes_element(b""));
+        assert_eq!(raw_bytes_elements(&raw).unwrap(), vec![&b"hello"[..], &b""[..]]);
+        assert!(raw_bytes_elements(&[5, 0, 0, 0, b'x']).is_err());
+        assert!(raw_bytes_elements(&[1, 0]).is_err());
+    }
+
+    #[test]
+    fn outputs_follow_the_request_layout() {
+        let piece = Piece { text: "hi".into(), finish: "stop".into() };
+        let typed = response(&TextRequest { raw: false, ..Default::default() }, Some(&piece), None);
+        assert!(typed.raw_output_contents.is_empty());
+        assert_eq!(typed.outputs[0].contents.as_ref().unwrap().bytes_contents, vec![b"hi".to_vec()]);
+        let raw = response(&TextRequest { raw: true, ..Default::default() }, Some(&piece), Some(true));
+        assert!(raw.outputs.iter().all(|o| o.contents.is_none()));
+        assert_eq!(raw.raw_output_contents, vec![b"\x02\0\0\0hi".to_vec(), b"\x04\0\0\0stop".to_vec()]);
+        assert!(matches!(
+            raw.parameters["triton_final_response"].parameter_choice,
+            Some(ParameterChoice::BoolParam(true))
+        ));
+    }
 }

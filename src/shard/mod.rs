@@ -369,7 +369,9 @@ async fn connection(mut stream: monoio::net::TcpStream, ctx: Rc<ShardCtx>, servi
         Detected::Http1(read) => conn::serve(stream, read, &*service, &ctx.conn, &ctx.gate, &ctx.date).await,
         Detected::H2(read) => {
             let settings = ctx.shared.config.h2;
-            crate::h2::conn::serve(stream, read, service, &settings, ctx.conn.header_timeout, &ctx.gate).await
+            let timeouts =
+                crate::h2::conn::Timeouts { handshake: ctx.conn.header_timeout, idle: ctx.conn.idle_timeout };
+            crate::h2::conn::serve(stream, read, service, &settings, timeouts, &ctx.gate).await
         }
         Detected::Closed => {}
     }

@@ -43,7 +43,7 @@ rate() {
   for _ in $(seq 1 "$ROUNDS"); do
     local out
     out=$(taskset -c "$LOAD_CPU" h2load "$@" 2>&1)
-    echo "$out" | grep -q "succeeded, 0 errored" || { echo "$out" >&2; echo "h2load failed" >&2; exit 1; }
+    echo "$out" | grep -q " 0 failed, 0 errored" && echo "$out" | grep -q " 0 4xx, 0 5xx" || { echo "$out" >&2; echo "h2load failed" >&2; exit 1; }
     runs+=("$(echo "$out" | awk '/^finished in/ {print $4}')")
   done
   printf '%s\n' "${runs[@]}" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'
@@ -55,6 +55,8 @@ serve() { # binary port extra-args...: one pinned shard
   PIDS+=($!)
 }
 
+export DYN_FILE_KV=$WORK/empty
+mkdir -p "$DYN_FILE_KV"
 echo "| what | protocol | req/s (median of $ROUNDS) |"
 echo "|---|---|---|"
 for label in after before; do
@@ -62,7 +64,7 @@ for label in after before; do
   if [ $label = before ]; then [ -n "${BEFORE_BIN:-}" ] || continue; bin=$BEFORE_BIN; fi
   port=$(free_port)
   serve "$bin" "$port" --discovery-backend file
-  DYN_FILE_KV=$WORK/empty wait_up "$port" /live live || { echo "server did not start" >&2; exit 1; }
+  wait_up "$port" /live live || { echo "server did not start" >&2; exit 1; }
   echo "| GET /live ($label) | HTTP/1.1 | $(rate --h1 -n "$N" -c "$CONNS" "http://127.0.0.1:$port/live") |"
   if [ $label = after ]; then
     echo "| GET /live | h2c, 1 stream/conn | $(rate -n "$N" -c "$CONNS" -m 1 "http://127.0.0.1:$port/live") |"

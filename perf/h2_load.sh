@@ -26,15 +26,7 @@ MODEL_DIR=${SWITCHYARD_MODELS:-$HOME/.cache/switchyard-models}/qwen3
 TRITON_PY=${TRITON_VENV:-$HOME/.cache/switchyard-triton-venv}/bin/python
 command -v h2load >/dev/null || { echo "h2load missing: apt-get install nghttp2-client" >&2; exit 1; }
 
-WORK=$(mktemp -d)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+source scripts/procs.sh
 wait_up() { for _ in $(seq 1 200); do curl -s -m 1 "http://127.0.0.1:$1$2" | grep -q "$3" && return 0; sleep 0.1; done; return 1; }
 
 # median req/s of ROUNDS runs of h2load ARGS...

@@ -51,19 +51,19 @@ impl Setup {
 
 /// A two-shard frontend with `args`/`env` and one fast mock worker, once the model is listed.
 fn setup(tag: &str, args: &[&str], env: &[(&str, &str)]) -> Setup {
+    setup_with(tag, args, env, MockConfig { fast: true, ..MockConfig::default() })
+}
+
+/// As [`setup`], with the worker configured by `mock` (its script, name and files set here).
+fn setup_with(tag: &str, args: &[&str], env: &[(&str, &str)], mock: MockConfig) -> Setup {
     let dir = common::qwen3_dir();
     let script = ModelFiles::load(&dir).unwrap().tokenizer().unwrap().encode(ANSWER).unwrap();
     let store = std::env::temp_dir().join(format!("sy-grpc-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&store);
     std::fs::create_dir_all(&store).unwrap();
-    let worker = MockWorker::start(MockConfig {
-        script: Some(script),
-        model_name: MODEL.into(),
-        model_dir: Some(dir),
-        fast: true,
-        ..MockConfig::default()
-    })
-    .unwrap();
+    let worker =
+        MockWorker::start(MockConfig { script: Some(script), model_name: MODEL.into(), model_dir: Some(dir), ..mock })
+            .unwrap();
     worker.register_file(&store).unwrap();
     let mut all = vec!["--discovery-backend", "file"];
     all.extend_from_slice(args);
@@ -478,4 +478,51 @@ fn frames(mut bytes: &[u8]) -> Vec<(u8, Vec<u8>)> {
         bytes = &bytes[end..];
     }
     out
+}
+
+#[test]
+fn rst_stream_mid_answer_cancels_the_worker_request() {
+    let slow = MockConfig { itl: Duration::from_millis(40), ttft: Duration::from_millis(10), ..MockConfig::default() };
+    let s = setup_with("rst", &["--kserve-grpc-server", "--grpc-metrics-port", "0"], &[], slow);
+    let rt = h2c::runtime();
+    rt.block_on(async {
+        let mut c = h2c::connect(s.addr()).await;
+        // SSE over h2: reset after the first DATA frame.
+        let body = serde_json::json!({"model": MODEL, "prompt": "Tell me", "stream": true, "max_tokens": 12});
+        let req = http::Request::post("http://localhost/v1/completions")
+            .header("content-type", "application/json")
+            .body(())
+            .unwrap();
+        let mut ready = c.clone().ready().await.unwrap();
+        let (resp, mut send) = ready.send_request(req, false).unwrap();
+        send.send_data(bytes::Bytes::from(body.to_string()), true).unwrap();
+        let resp = resp.await.unwrap();
+        assert_eq!(resp.status(), 200);
+        let mut recv = resp.into_body();
+        let first = recv.data().await.expect("a first event").unwrap();
+        assert!(first.starts_with(b"data: "));
+        send.send_reset(h2::Reason::CANCEL);
+
+        // ModelStreamInfer: reset mid-answer as well.
+        let (mut st, _) = h2c::Stream::open(&mut c, "ModelStreamInfer").await;
+        st.send(&infer_request("r", vec![text_input("Tell me"), streaming_input(true)], 12));
+        let first: ModelStreamInferResponse = st.next().await.expect("a first piece");
+        assert_eq!(first.infer_response.unwrap().id, "r");
+        drop(st); // dropping both halves resets the stream
+
+        let t0 = Instant::now();
+        while s.worker.stats().killed < 2 {
+            assert!(
+                t0.elapsed() < Duration::from_secs(5),
+                "the worker requests were not cancelled: {:?}",
+                s.worker.stats().killed
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        // The connection and the shard keep serving.
+        let live = h2c::request(&mut c, "GET", "/live", "", vec![]).await;
+        assert_eq!(live.status, 200);
+        let r = h2c::unary(&mut c, "ServerLive", &ServerLiveRequest {}).await;
+        assert_eq!(r.grpc_status(), Some(0));
+    });
 }

@@ -9,6 +9,8 @@
 #    `/v1/completions` over HTTP/1.1 and over h2c, and KServe `ModelInfer` (unary gRPC) over
 #    h2c. The gRPC body is a framed ModelInferRequest made by tritonclient's protobuf module
 #    (the venv of scripts/interop_grpc.sh).
+# 4. Streaming, 64 tokens per request (`ignore_eos`): SSE over HTTP/1.1 and h2c, and KServe
+#    `ModelStreamInfer` with `streaming` (one response per token piece); tokens/s = req/s × 64.
 #
 # One shard, pinned to SERVER_CPU; h2load and the worker on LOAD_CPU. Each figure is the
 # median of ROUNDS runs. Env: N (requests per run, default 20000 for /live, N/4 for inference),
@@ -67,7 +69,7 @@ done
 
 export DYN_FILE_KV=$WORK/kv DYN_TCP_RPC_HOST=127.0.0.1 DYN_TCP_RESPONSE_STREAM_HOST=127.0.0.1
 mkdir -p "$DYN_FILE_KV"
-taskset -c "$LOAD_CPU" "$BIN" mock-worker --model-path "$MODEL_DIR" --model-name qwen3 --fast >"$WORK/worker.log" 2>&1 &
+taskset -c "$LOAD_CPU" "$BIN" mock-worker --model-path "$MODEL_DIR" --model-name qwen3 --fast --output-tokens 64 >"$WORK/worker.log" 2>&1 &
 PIDS+=($!)
 port=$(free_port)
 serve "$BIN" "$port" --discovery-backend file --kserve-grpc-server --grpc-metrics-port "$(free_port)"
@@ -80,8 +82,15 @@ r = pb.ModelInferRequest(model_name="qwen3", id="p")
 t = r.inputs.add(name="text_input", datatype="BYTES", shape=[1])
 t.contents.bytes_contents.append(b"Tell me about the sea")
 r.parameters["max_tokens"].int64_param = 16
-b = r.SerializeToString()
-open(sys.argv[1], "wb").write(b"\0" + struct.pack(">I", len(b)) + b)
+def write(path, r):
+    b = r.SerializeToString()
+    open(path, "wb").write(b"\0" + struct.pack(">I", len(b)) + b)
+write(sys.argv[1], r)
+r.parameters["max_tokens"].int64_param = 64
+r.parameters["ignore_eos"].bool_param = True
+s = r.inputs.add(name="streaming", datatype="BOOL", shape=[1])
+s.contents.bool_contents.append(True)
+write(sys.argv[1] + ".stream", r)
 PY
 n=$((N / 4))
 J=(-d "$WORK/cmpl.json" -H "content-type: application/json")
@@ -89,3 +98,10 @@ echo "| /v1/completions, 16 tokens | HTTP/1.1 | $(rate --h1 -n "$n" -c "$CONNS" 
 echo "| /v1/completions, 16 tokens | h2c | $(rate -n "$n" -c "$CONNS" -m 4 "${J[@]}" "http://127.0.0.1:$port/v1/completions") |"
 G=(-d "$WORK/infer.bin" -H "content-type: application/grpc" -H "te: trailers")
 echo "| ModelInfer (unary gRPC), 16 tokens | h2c | $(rate -n "$n" -c "$CONNS" -m 4 "${G[@]}" "http://127.0.0.1:$port/inference.GRPCInferenceService/ModelInfer") |"
+printf '{"model":"qwen3","prompt":"Tell me about the sea","max_tokens":64,"ignore_eos":true,"stream":true}' >"$WORK/sse.json"
+S=(-d "$WORK/sse.json" -H "content-type: application/json")
+tok() { awk -v r="$1" 'BEGIN {printf "%.0f req/s = %.0f tokens/s", r, r * 64}'; }
+echo "| streamed, 64 tokens: SSE /v1/completions | HTTP/1.1 | $(tok "$(rate --h1 -n "$n" -c "$CONNS" "${S[@]}" "http://127.0.0.1:$port/v1/completions")") |"
+echo "| streamed, 64 tokens: SSE /v1/completions | h2c | $(tok "$(rate -n "$n" -c "$CONNS" -m 4 "${S[@]}" "http://127.0.0.1:$port/v1/completions")") |"
+G=(-d "$WORK/infer.bin.stream" -H "content-type: application/grpc" -H "te: trailers")
+echo "| streamed, 64 tokens: ModelStreamInfer | h2c | $(tok "$(rate -n "$n" -c "$CONNS" -m 4 "${G[@]}" "http://127.0.0.1:$port/inference.GRPCInferenceService/ModelStreamInfer")") |"

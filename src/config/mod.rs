@@ -619,6 +619,25 @@ mod tests {
     }
 
     #[test]
+    fn kserve_grpc_and_h2_windows() {
+        let c = run(&[], &[]).unwrap();
+        assert!(!c.kserve_grpc);
+        assert_eq!(c.grpc_metrics_port, 8788);
+        assert_eq!((c.h2.connection_window, c.h2.stream_window), (None, None));
+        let env = [
+            ("DYN_GRPC_INITIAL_CONNECTION_WINDOW_SIZE", "16777216"),
+            ("DYN_GRPC_INITIAL_STREAM_WINDOW_SIZE", "1048576"),
+        ];
+        let c = run(&["--kserve-grpc-server", "--grpc-metrics-port", "9001"], &env).unwrap();
+        assert!(c.kserve_grpc);
+        assert_eq!(c.grpc_metrics_port, 9001);
+        assert_eq!((c.h2.connection_window, c.h2.stream_window), (Some(16 << 20), Some(1 << 20)));
+        let c = run(&[], &[("DYN_KSERVE_GRPC_SERVER", "true")]).unwrap();
+        assert!(c.kserve_grpc);
+        assert!(run(&["--grpc-metrics-port", "70000"], &[]).is_err());
+    }
+
+    #[test]
     fn tls_pair_and_ca() {
         let e = run(&["--tls-cert-path", "/x"], &[]).unwrap_err();
         assert_eq!(e.message, "--tls-cert-path and --tls-key-path must be provided together");

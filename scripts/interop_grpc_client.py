@@ -110,8 +110,9 @@ c.async_stream_infer(MODEL, [text_input(PROMPT), streaming_input(True)], request
 c.async_stream_infer(MODEL, [bogus], request_id="s2")
 c.async_stream_infer(MODEL, [text_input(PROMPT)], request_id="s3", parameters={"max_tokens": 5})
 
+# Requests on one stream run concurrently: collect until s1's final piece, s2's error and s3.
 pieces, errors, whole = [], [], None
-while whole is None:
+while whole is None or not errors or not (pieces and pieces[-1][2]):
     result, error = results.get(timeout=30)
     if error is not None:
         errors.append(str(error))

@@ -526,3 +526,37 @@ fn rst_stream_mid_answer_cancels_the_worker_request() {
         assert_eq!(r.grpc_status(), Some(0));
     });
 }
+
+#[test]
+fn stream_requests_run_concurrently() {
+    let slow = MockConfig { itl: Duration::from_millis(30), ttft: Duration::from_millis(10), ..MockConfig::default() };
+    let s = setup_with("concurrent", &["--kserve-grpc-server", "--grpc-metrics-port", "0"], &[], slow);
+    let rt = h2c::runtime();
+    rt.block_on(async {
+        let mut c = h2c::connect(s.addr()).await;
+        let (mut st, _) = h2c::Stream::open(&mut c, "ModelStreamInfer").await;
+        st.send(&infer_request("a", vec![text_input("Tell me"), streaming_input(true)], 10));
+        st.send(&infer_request("b", vec![text_input("Tell me"), streaming_input(true)], 10));
+        // Request `b` starts answering before `a` has finished: they run side by side.
+        let mut order = Vec::new();
+        let mut finals = 0;
+        while finals < 2 {
+            let r: ModelStreamInferResponse = st.next().await.expect("a response");
+            let resp = r.infer_response.unwrap_or_else(|| panic!("error: {}", r.error_message));
+            let last = final_flag(&resp) == Some(true);
+            finals += last as usize;
+            order.push((resp.id, last));
+        }
+        let a_final = order.iter().position(|(id, last)| id == "a" && *last).unwrap();
+        let b_first = order.iter().position(|(id, _)| id == "b").unwrap();
+        assert!(b_first < a_final, "requests were answered one after the other: {order:?}");
+        assert_eq!(st.finish().await["grpc-status"], "0");
+
+        // A version other than "1" is not served.
+        let req = ModelMetadataRequest { name: MODEL.into(), version: "2".into() };
+        assert_eq!(h2c::unary(&mut c, "ModelMetadata", &req).await.grpc_status(), Some(5));
+        let mut v2 = infer_request("v", vec![text_input("hi")], 2);
+        v2.model_version = "2".into();
+        assert_eq!(status_of(&mut c, &v2).await.0, Some(5));
+    });
+}

@@ -15,11 +15,15 @@ use super::pb::{
 use crate::error::{Error, Kind};
 use crate::registry::Registry;
 
-/// NOT_FOUND unless `name` is served (listed, with or without workers right now).
-pub fn known(registry: &Registry, name: &str) -> Result<(), Error> {
-    match registry.serving.contains_key(name) {
-        true => Ok(()),
-        false => Err(Error::new(Kind::NotFound, format!("Model '{name}' not found"))),
+/// NOT_FOUND unless `name` is served (listed, with or without workers right now) in
+/// `version` (every model has the one version "1"; empty asks for the latest).
+pub fn known(registry: &Registry, name: &str, version: &str) -> Result<(), Error> {
+    if !registry.serving.contains_key(name) {
+        return Err(Error::new(Kind::NotFound, format!("Model '{name}' not found")));
+    }
+    match version {
+        "" | "1" => Ok(()),
+        v => Err(Error::new(Kind::NotFound, format!("Model '{name}' has no version '{v}' (only '1')"))),
     }
 }
 
@@ -28,7 +32,8 @@ fn ready(registry: &Registry, name: &str) -> bool {
 }
 
 pub fn model_ready(registry: &Registry, req: ModelReadyRequest) -> Result<ModelReadyResponse, Error> {
-    Ok(ModelReadyResponse { ready: ready(registry, &req.name) })
+    let version_ok = matches!(req.version.as_str(), "" | "1");
+    Ok(ModelReadyResponse { ready: version_ok && ready(registry, &req.name) })
 }
 
 pub fn server_metadata() -> ServerMetadataResponse {
@@ -44,7 +49,7 @@ fn tensor(name: &str, datatype: &str, shape: i64) -> TensorMetadata {
 }
 
 pub fn model_metadata(registry: &Registry, req: ModelMetadataRequest) -> Result<ModelMetadataResponse, Error> {
-    known(registry, &req.name)?;
+    known(registry, &req.name, &req.version)?;
     Ok(ModelMetadataResponse {
         name: req.name,
         versions: vec!["1".to_string()],
@@ -55,7 +60,7 @@ pub fn model_metadata(registry: &Registry, req: ModelMetadataRequest) -> Result<
 }
 
 pub fn model_config(registry: &Registry, req: ModelConfigRequest) -> Result<ModelConfigResponse, Error> {
-    known(registry, &req.name)?;
+    known(registry, &req.name, &req.version)?;
     let input = |name: &str, ty: DataType, optional: bool| ModelInput {
         name: name.to_string(),
         data_type: ty as i32,

@@ -101,7 +101,7 @@ async fn unary(ctx: &Rc<ShardCtx>, method: &str, msg: Bytes) -> Result<Bytes, Er
 
 /// Unary ModelInfer: one whole answer (`streaming` is refused here, as in Dynamo).
 async fn model_infer(ctx: &Rc<ShardCtx>, req: pb::ModelInferRequest) -> Result<pb::ModelInferResponse, Error> {
-    meta::known(&ctx.registry(), &req.model_name)?;
+    meta::known(&ctx.registry(), &req.model_name, &req.model_version)?;
     let r = infer::parse(&req)?;
     if r.stream {
         return Err(Error::new(Kind::BadRequest, "Streaming is not supported for this endpoint"));

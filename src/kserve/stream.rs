@@ -1,14 +1,22 @@
 //! `ModelStreamInfer`: a bidirectional stream of inference requests and their responses.
 //!
-//! Requests are answered one after the other in arrival order. A request that cannot be
-//! served (malformed protobuf, unknown model, bad inputs, a worker failure) gets a response
-//! whose `error_message` says why, and the stream stays open for the next one. With
-//! `streaming` set, every generated piece is its own response; the last one (the one with a
-//! finish reason) carries `triton_final_response = true` unless the client asked for an
-//! empty final response (`triton_enable_empty_final_response`), which then follows it.
-//! Only a framing failure (oversized or compressed message) ends the call, with its status:
-//! the rest of the byte stream cannot be trusted after it.
+//! Requests are served concurrently, as Triton serves a decoupled model: each one starts on
+//! its own task as soon as its message is complete, and every task hands its responses to
+//! the one writer of the stream, which sends them as they come (a request's own responses in
+//! order; the `id` of each response names its request). A request that cannot be served
+//! (malformed protobuf, unknown model, bad inputs, a worker failure) gets a response whose
+//! `error_message` says why, and the stream stays open for the next one. With `streaming`
+//! set, every generated piece is its own response; the last one (the one with a finish
+//! reason) carries `triton_final_response = true` unless the client asked for an empty final
+//! response (`triton_enable_empty_final_response`), which then follows it.
+//!
+//! The call ends with status OK once the client has closed its side and every request is
+//! answered. Only a framing failure (oversized or compressed message, a message cut by the
+//! end of the stream) ends it with another status: the rest of the byte stream cannot be
+//! trusted after it. A client that resets the stream (or goes away) stops the writer; each
+//! task notices at its next response and drops its worker stream, which cancels the request.
 
+use std::cell::RefCell;
 use std::rc::Rc;
 
 use bytes::Bytes;
@@ -20,31 +28,69 @@ use super::infer::{self, Answer, TextRequest};
 use super::pb::{ModelInferRequest, ModelStreamInferResponse};
 use crate::error::{Error, Kind};
 use crate::h2::body;
-use crate::shard::ShardCtx;
+use crate::shard::{local, ShardCtx};
 
 /// Serve one `ModelStreamInfer` call; `max` bounds each request message.
-pub async fn serve(ctx: &Rc<ShardCtx>, mut recv: RecvStream, respond: SendResponse<Bytes>, max: usize) {
+pub async fn serve(ctx: &Rc<ShardCtx>, recv: RecvStream, respond: SendResponse<Bytes>, max: usize) {
     let Some(mut out) = Replies::start(respond) else { return };
+    let (tx, mut rx) = local::channel::<ModelStreamInferResponse>();
+    let ending: Rc<RefCell<Option<Error>>> = Rc::default();
+    monoio::spawn(read_requests(ctx.clone(), recv, max, tx, ending.clone()));
+    loop {
+        let next = monoio::select! {
+            m = rx.recv() => m,
+            // Dropping `rx` tells every task the client is gone.
+            _ = body::reset(out.stream()) => return,
+        };
+        match next {
+            Some(msg) => {
+                if !out.send(&msg).await {
+                    return;
+                }
+            }
+            // The client closed its side and every request is answered.
+            None => break,
+        }
+    }
+    let err = ending.borrow_mut().take();
+    out.finish(err.as_ref());
+}
+
+/// Cut request messages off the stream and start a task for each; a framing failure is left
+/// in `ending`.
+async fn read_requests(
+    ctx: Rc<ShardCtx>,
+    mut recv: RecvStream,
+    max: usize,
+    tx: local::Sender<ModelStreamInferResponse>,
+    ending: Rc<RefCell<Option<Error>>>,
+) {
     let mut decoder = Decoder::new(max);
     loop {
         match decoder.next_message() {
             Ok(Some(msg)) => {
-                if !one(ctx, msg, &mut out).await {
+                if tx.is_closed() {
                     return;
                 }
+                monoio::spawn(one(ctx.clone(), msg, tx.clone()));
                 continue;
             }
             Ok(None) => {}
-            Err(e) => return out.finish(Some(&e)),
+            Err(e) => {
+                *ending.borrow_mut() = Some(e);
+                return;
+            }
         }
         match body::next_data(&mut recv).await {
             Some(Ok(chunk)) => decoder.push(&chunk),
             // Reset by the client, or the connection is gone.
             Some(Err(_)) => return,
             None => {
-                let truncated = (decoder.pending() > 0)
-                    .then(|| Error::new(Kind::BadRequest, "the request stream ended inside a message"));
-                return out.finish(truncated.as_ref());
+                if decoder.pending() > 0 {
+                    *ending.borrow_mut() =
+                        Some(Error::new(Kind::BadRequest, "the request stream ended inside a message"));
+                }
+                return;
             }
         }
     }
@@ -61,50 +107,49 @@ fn reply(r: &TextRequest, piece: Option<&infer::Piece>, last: bool) -> ModelStre
     }
 }
 
-/// Answer one request message; false when the client is gone.
-async fn one(ctx: &Rc<ShardCtx>, msg: Bytes, out: &mut Replies) -> bool {
+/// Answer one request message, handing the responses to the writer. Returns when the request
+/// is answered or the client is gone (dropping the worker stream then cancels it).
+async fn one(ctx: Rc<ShardCtx>, msg: Bytes, tx: local::Sender<ModelStreamInferResponse>) {
     let parsed = decode::<ModelInferRequest>(msg).and_then(|req| {
-        super::meta::known(&ctx.registry(), &req.model_name)?;
+        super::meta::known(&ctx.registry(), &req.model_name, &req.model_version)?;
         infer::parse(&req)
     });
     let r = match parsed {
         Ok(r) => r,
-        Err(e) => return out.send(&error_reply(&e)).await,
+        Err(e) => {
+            let _ = tx.send(error_reply(&e));
+            return;
+        }
     };
-    match infer::run(ctx, &r).await {
-        Err(e) => out.send(&error_reply(&e)).await,
+    match infer::run(&ctx, &r).await {
+        Err(e) => {
+            let _ = tx.send(error_reply(&e));
+        }
         Ok(Answer::Whole(piece)) => {
-            if !out.send(&reply(&r, Some(&piece), !r.empty_final)).await {
-                return false;
+            let _ = tx.send(reply(&r, Some(&piece), !r.empty_final));
+            if r.empty_final {
+                let _ = tx.send(reply(&r, None, true));
             }
-            !r.empty_final || out.send(&reply(&r, None, true)).await
         }
         Ok(Answer::Stream(mut pieces)) => {
             let mut finished = false;
-            loop {
-                let next = monoio::select! {
-                    p = pieces.next() => p,
-                    // Dropping `pieces` cancels the worker's request.
-                    _ = body::reset(out.stream()) => return false,
-                };
-                let sent = match next {
-                    None => break,
-                    Some(Ok(piece)) => {
+            while let Some(next) = pieces.next().await {
+                let msg = match next {
+                    Ok(piece) => {
                         finished = !piece.finish.is_empty();
-                        out.send(&reply(&r, Some(&piece), finished && !r.empty_final)).await
+                        reply(&r, Some(&piece), finished && !r.empty_final)
                     }
-                    Some(Err(e)) => {
+                    Err(e) => {
                         finished = true;
-                        out.send(&error_reply(&e)).await
+                        error_reply(&e)
                     }
                 };
-                if !sent {
-                    return false;
+                if tx.send(msg).is_err() {
+                    return;
                 }
             }
-            match (finished, r.empty_final) {
-                (true, false) => true,
-                _ => out.send(&reply(&r, None, true)).await,
+            if !finished || r.empty_final {
+                let _ = tx.send(reply(&r, None, true));
             }
         }
     }

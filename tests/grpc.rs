@@ -87,8 +87,17 @@ fn wait_model(addr: std::net::SocketAddr) {
     }
 }
 
+const GRPC_ARGS: &[&str] = &["--kserve-grpc-server", "--grpc-metrics-port", "0"];
+
 fn grpc_setup(tag: &str) -> Setup {
-    setup(tag, &["--kserve-grpc-server", "--grpc-metrics-port", "0"], &[])
+    setup(tag, GRPC_ARGS, &[])
+}
+
+/// gRPC on, and a worker that takes 30 ms per token (answers last long enough to overlap or
+/// to be cut).
+fn slow_grpc_setup(tag: &str) -> Setup {
+    let slow = MockConfig { itl: Duration::from_millis(30), ttft: Duration::from_millis(10), ..MockConfig::default() };
+    setup_with(tag, GRPC_ARGS, &[], slow)
 }
 
 fn text_input(text: &str) -> InferInputTensor {
@@ -283,7 +292,7 @@ async fn status_of(c: &mut h2::client::SendRequest<bytes::Bytes>, req: &ModelInf
 
 #[test]
 fn bad_requests_get_grpc_statuses_and_the_connection_keeps_serving() {
-    let s = setup("bad", &["--kserve-grpc-server", "--grpc-metrics-port", "0"], &[("DYN_HTTP_BODY_LIMIT_MB", "1")]);
+    let s = setup("bad", GRPC_ARGS, &[("DYN_HTTP_BODY_LIMIT_MB", "1")]);
     let rt = h2c::runtime();
     rt.block_on(async {
         let mut c = h2c::connect(s.addr()).await;
@@ -482,8 +491,7 @@ fn frames(mut bytes: &[u8]) -> Vec<(u8, Vec<u8>)> {
 
 #[test]
 fn rst_stream_mid_answer_cancels_the_worker_request() {
-    let slow = MockConfig { itl: Duration::from_millis(40), ttft: Duration::from_millis(10), ..MockConfig::default() };
-    let s = setup_with("rst", &["--kserve-grpc-server", "--grpc-metrics-port", "0"], &[], slow);
+    let s = slow_grpc_setup("rst");
     let rt = h2c::runtime();
     rt.block_on(async {
         let mut c = h2c::connect(s.addr()).await;
@@ -529,8 +537,7 @@ fn rst_stream_mid_answer_cancels_the_worker_request() {
 
 #[test]
 fn stream_requests_run_concurrently() {
-    let slow = MockConfig { itl: Duration::from_millis(30), ttft: Duration::from_millis(10), ..MockConfig::default() };
-    let s = setup_with("concurrent", &["--kserve-grpc-server", "--grpc-metrics-port", "0"], &[], slow);
+    let s = slow_grpc_setup("concurrent");
     let rt = h2c::runtime();
     rt.block_on(async {
         let mut c = h2c::connect(s.addr()).await;

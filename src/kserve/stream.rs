@@ -10,6 +10,9 @@
 //! reason) carries `triton_final_response = true` unless the client asked for an empty final
 //! response (`triton_enable_empty_final_response`), which then follows it.
 //!
+//! At most [`MAX_IN_FLIGHT`] requests of one stream run at once; past that the stream's
+//! messages wait in flow control until one finishes.
+//!
 //! The call ends with status OK once the client has closed its side and every request is
 //! answered. Only a framing failure (oversized or compressed message, a message cut by the
 //! end of the stream) ends it with another status: the rest of the byte stream cannot be
@@ -29,6 +32,9 @@ use super::pb::{ModelInferRequest, ModelStreamInferResponse};
 use crate::error::{Error, Kind};
 use crate::h2::body;
 use crate::shard::{local, ShardCtx};
+
+/// Most requests of one stream answered at the same time.
+pub const MAX_IN_FLIGHT: usize = 256;
 
 /// Serve one `ModelStreamInfer` call; `max` bounds each request message.
 pub async fn serve(ctx: &Rc<ShardCtx>, recv: RecvStream, respond: SendResponse<Bytes>, max: usize) {
@@ -66,13 +72,30 @@ async fn read_requests(
     ending: Rc<RefCell<Option<Error>>>,
 ) {
     let mut decoder = Decoder::new(max);
+    // Each task reports its end here, so the reader knows how many are running.
+    let (done_tx, mut done_rx) = local::channel::<()>();
+    let mut running = 0usize;
     loop {
+        while let Some(()) = done_rx.try_recv() {
+            running -= 1;
+        }
+        if running >= MAX_IN_FLIGHT {
+            if done_rx.recv().await.is_some() {
+                running -= 1;
+            }
+            continue;
+        }
         match decoder.next_message() {
             Ok(Some(msg)) => {
                 if tx.is_closed() {
                     return;
                 }
-                monoio::spawn(one(ctx.clone(), msg, tx.clone()));
+                running += 1;
+                let (ctx, tx, done) = (ctx.clone(), tx.clone(), done_tx.clone());
+                monoio::spawn(async move {
+                    one(ctx, msg, tx).await;
+                    let _ = done.send(());
+                });
                 continue;
             }
             Ok(None) => {}

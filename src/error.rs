@@ -6,7 +6,8 @@
 //!
 //! The mapping from a kind to an HTTP status and to the two error-body dialects lives in
 //! exactly one place, [`Kind::status`] / [`Kind::dynamo_type`] / [`Kind::openai_type`], and the
-//! body is rendered by [`Error::to_json_body`]. Normal outcomes ("need more bytes", "no model
+//! body is rendered by [`Error::to_json_body`]. The gRPC status code of a kind is
+//! [`Kind::grpc_code`], the only place that maps kinds to gRPC. Normal outcomes ("need more bytes", "no model
 //! yet") are not errors: callers match on their own enums for those.
 //!
 //! Error bodies carry Dynamo 1.6.1's flat shape and OpenAI's nested shape in one object:
@@ -82,6 +83,27 @@ impl Kind {
             Kind::ServiceUnavailable => 503,
             Kind::Overloaded => 529,
             Kind::Internal => 500,
+        }
+    }
+
+    /// The gRPC status code of this kind (the `grpc-status` trailer; codes of
+    /// `google.rpc.Code`).
+    pub const fn grpc_code(self) -> u8 {
+        const INVALID_ARGUMENT: u8 = 3;
+        const DEADLINE_EXCEEDED: u8 = 4;
+        const NOT_FOUND: u8 = 5;
+        const RESOURCE_EXHAUSTED: u8 = 8;
+        const UNIMPLEMENTED: u8 = 12;
+        const INTERNAL: u8 = 13;
+        const UNAVAILABLE: u8 = 14;
+        match self {
+            Kind::BadRequest | Kind::UnsupportedMediaType | Kind::ExpectationFailed => INVALID_ARGUMENT,
+            Kind::NotFound => NOT_FOUND,
+            Kind::MethodNotAllowed | Kind::NotImplemented | Kind::VersionNotSupported => UNIMPLEMENTED,
+            Kind::RequestTimeout => DEADLINE_EXCEEDED,
+            Kind::PayloadTooLarge | Kind::HeadersTooLarge => RESOURCE_EXHAUSTED,
+            Kind::ServiceUnavailable | Kind::Overloaded => UNAVAILABLE,
+            Kind::Internal => INTERNAL,
         }
     }
 
@@ -271,5 +293,15 @@ mod tests {
             serde_json::json!({"message":"Service temporarily overloaded","type":"Overloaded","code":529})
         );
         assert_eq!(Kind::Overloaded.status(), 529);
+    }
+
+    #[test]
+    fn grpc_codes() {
+        assert_eq!(Kind::NotFound.grpc_code(), 5);
+        assert_eq!(Kind::BadRequest.grpc_code(), 3);
+        assert_eq!(Kind::PayloadTooLarge.grpc_code(), 8);
+        assert_eq!(Kind::ServiceUnavailable.grpc_code(), 14);
+        assert_eq!(Kind::Internal.grpc_code(), 13);
+        assert_eq!(Kind::NotImplemented.grpc_code(), 12);
     }
 }

@@ -7,6 +7,8 @@
 //! | [`config`] | every `dynamo.frontend` flag and `DYN_*` variable, validation, `--dump-config-to` | main thread, once |
 //! | [`shard`] | pinned shard threads, their monoio runtimes, listeners, inboxes, shutdown gates | shards |
 //! | [`http1`] | HTTP/1.1 parsing, framing, responses, the connection loop (parsers do no I/O) | shards |
+//! | [`h2`] | HTTP/2 (h2c) beside HTTP/1.1 on the same port: protocol detection, the connection loop, flow control | shards |
+//! | [`kserve`] | KServe v2 gRPC: protobuf messages, gRPC framing and statuses, metadata, ModelInfer, ModelStreamInfer | shards |
 //! | [`service`] | the route table, ops routes (`/health`, `/live`, `/metrics`, `/v1/models`, `/openapi.json`), inference routes | shards |
 //! | [`openai`] | OpenAI request types; Dynamo's validation order and messages | shards |
 //! | [`tokenize`] | model files, HF-exact chat templates, tokenizer, detokenizer, stop handling | shards (+ helper thread for long prompts) |
@@ -18,7 +20,8 @@
 //! | [`bench`] | `switchyard bench`: the latency benchmark client (its own process) | one monoio thread |
 //! | [`error`] | the one error type: kind, side, retry; status mapping in one place | everywhere |
 //!
-//! A request's way: `shard` accepts → `http1::conn` frames the request → `service::Frontend`
+//! A request's way: `shard` accepts → `h2::detect` reads the first bytes → `http1::conn` (or
+//! `h2::conn`, with gRPC calls going to `kserve`) frames the request → `service::Frontend`
 //! routes it → a handler answers → `http1::response` writes it → `metrics` counts it.
 //! What crosses cores: inbox messages (metrics snapshots for a scrape, Registry snapshots,
 //! shutdown). Nothing on the request path takes a lock.
@@ -29,7 +32,9 @@ pub mod control;
 pub mod discovery;
 pub mod embedded;
 pub mod error;
+pub mod h2;
 pub mod http1;
+pub mod kserve;
 pub mod log;
 pub mod metrics;
 pub mod openai;

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::Client;
+use common::{qwen3_dir, Client};
 use switchyard::control::{Backend, Control};
 use switchyard::router::kv::ingest::Ingest;
 use switchyard::shard::Server;
@@ -17,10 +17,6 @@ use switchyard::tokenize::ModelFiles;
 use switchyard::worker::{MockConfig, MockWorker};
 
 const ANSWER: &str = "Hello world! The quick brown fox jumps over the lazy dog.";
-
-fn qwen3_dir() -> PathBuf {
-    common::model_dir("qwen3")
-}
 
 struct Setup {
     server: Option<Server>,
@@ -58,7 +54,7 @@ fn setup(tag: &str) -> Setup {
 /// A frontend and one worker configured by `cfg` (its script, name and model directory are
 /// set here).
 fn setup_with(tag: &str, cfg: MockConfig) -> Setup {
-    let dir = qwen3_dir();
+    let dir = common::qwen3_dir();
     let files = ModelFiles::load(&dir).unwrap();
     let script = files.tokenizer().unwrap().encode(ANSWER).unwrap();
     let store = tempdir::Dir(std::env::temp_dir().join(format!("sy-e2e-{tag}-{}", std::process::id())));
@@ -78,10 +74,7 @@ fn setup_with(tag: &str, cfg: MockConfig) -> Setup {
 
 /// The configuration of a two-shard frontend on an ephemeral loopback port, plus `extra`.
 fn frontend_config(extra: &[&str]) -> Arc<switchyard::config::Config> {
-    let base = ["--http-host", "127.0.0.1", "--http-port", "0", "--shards", "2", "--no-pin-shards"];
-    let args: Vec<String> = base.iter().chain(extra).map(|s| s.to_string()).collect();
-    let (_, cfg, _) = switchyard::config::load(&args, &|_| None).unwrap();
-    Arc::new(cfg.unwrap())
+    Arc::new(common::config(extra, &[]))
 }
 
 /// A two-shard frontend watching `backend`, returned once a model is listed.
@@ -274,7 +267,7 @@ fn long_prompts_are_tokenized_on_the_helper_exactly() {
     }
     let body =
         serde_json::json!({"model": "qwen3-mock", "max_tokens": 2, "messages": [{"role": "user", "content": content}]});
-    let files = ModelFiles::load(qwen3_dir()).unwrap();
+    let files = ModelFiles::load(common::qwen3_dir()).unwrap();
     let text = body.to_string();
     let req = switchyard::openai::parse_chat(text.as_bytes()).unwrap();
     let prompt = chat_prompt(&req, text.as_bytes(), &files, PreprocessOptions::default(), None).unwrap();
@@ -439,7 +432,7 @@ fn frontend_metric_families() {
 #[test]
 fn round_robin_and_pinned_workers() {
     let s = setup("routing");
-    let dir = qwen3_dir();
+    let dir = common::qwen3_dir();
     let second = MockWorker::start(MockConfig {
         fast: true,
         script: Some(s.script.clone()),
@@ -625,13 +618,13 @@ fn chat_hi(addr: std::net::SocketAddr, model: &str) -> common::Resp {
 fn etcd_discovery_serves_a_worker_until_it_stops() {
     use switchyard::discovery::etcd::EtcdView;
     let etcd = common::etcd::Etcd::start();
-    let files = ModelFiles::load(qwen3_dir()).unwrap();
+    let files = ModelFiles::load(common::qwen3_dir()).unwrap();
     let script = files.tokenizer().unwrap().encode(ANSWER).unwrap();
     let cfg = MockConfig {
         fast: true,
         script: Some(script),
         model_name: "qwen3-etcd".into(),
-        model_dir: Some(qwen3_dir()),
+        model_dir: Some(common::qwen3_dir()),
         ..MockConfig::default()
     };
     let (mut worker, reg) = MockWorker::start_etcd(cfg, &etcd.endpoint()).unwrap();
@@ -723,7 +716,7 @@ fn card_files_over_http_are_fetched_and_verified() {
     let s = setup("cardurl");
     let addr = s.server.as_ref().unwrap().addr;
     let name = format!("qwen3-url-{}", std::process::id());
-    let (port, hits) = serve_card_files(qwen3_dir(), false);
+    let (port, hits) = serve_card_files(common::qwen3_dir(), false);
     card_over_http(&s, &name, port);
     assert!(wait_models(addr, |ids| ids == [name.as_str()]), "the URL card was not served");
     let r = chat_hi(addr, &name);
@@ -731,7 +724,7 @@ fn card_files_over_http_are_fetched_and_verified() {
     assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 4, "each of the 4 files fetched once");
     // A corrupted file: the card is refused, its model not listed.
     let bad = format!("qwen3-bad-{}", std::process::id());
-    let (port, hits) = serve_card_files(qwen3_dir(), true);
+    let (port, hits) = serve_card_files(common::qwen3_dir(), true);
     card_over_http(&s, &bad, port);
     let t0 = Instant::now();
     while hits.load(std::sync::atomic::Ordering::SeqCst) == 0 && t0.elapsed() < Duration::from_secs(10) {
@@ -750,7 +743,7 @@ fn card_files_over_http_are_fetched_and_verified() {
 /// the way 1.6.1 renders logprobs with token texts decoded by the frontend.
 fn expected_logprobs(s: &Setup, n: u32) -> (serde_json::Value, serde_json::Value) {
     use serde_json::json;
-    let tok = ModelFiles::load(qwen3_dir()).unwrap().tokenizer().unwrap();
+    let tok = ModelFiles::load(common::qwen3_dir()).unwrap().tokenizer().unwrap();
     let text = |id: u32| tok.decode(&[id], false).unwrap();
     let bytes = |t: &str| json!(t.as_bytes());
     let (mut content, mut tokens, mut lps, mut tops) = (vec![], vec![], vec![], vec![]);

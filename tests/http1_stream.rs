@@ -54,7 +54,7 @@ fn server(n: usize, conns: usize) -> (std::net::SocketAddr, mpsc::Receiver<bool>
                 let (stream, _) = listener.accept().await.unwrap();
                 let failed = Rc::new(Cell::new(false));
                 let svc = Streamer { n, send_failed: failed.clone() };
-                serve(stream, &svc, &cfg, &gate, &date).await;
+                serve(stream, bytes::BytesMut::new(), &svc, &cfg, &gate, &date).await;
                 // Let the producer run into the closed channel if it has not yet.
                 monoio::time::sleep(Duration::from_millis(50)).await;
                 done_tx.send(failed.get()).unwrap();

@@ -112,6 +112,9 @@ const IMPLEMENTED: &[&str] = &[
     "active_decode_blocks_threshold",
     "active_prefill_tokens_threshold",
     "active_prefill_tokens_threshold_frac",
+    // KServe gRPC on --http-port beside the OpenAI routes; ops routes also on the metrics port.
+    "kserve_grpc_server",
+    "grpc_metrics_port",
 ];
 
 /// Options of which some values are implemented (the default always is).
@@ -205,6 +208,14 @@ pub struct Config {
     pub kv_queue: Option<crate::router::kv::queue::QueueConfig>,
     /// The kv router's busy thresholds (`--active-decode-blocks-threshold` …).
     pub kv_busy: crate::router::kv::select::BusyThresholds,
+    /// `--kserve-grpc-server`: the KServe v2 gRPC service on `--http-port` (the OpenAI routes
+    /// stay there too).
+    pub kserve_grpc: bool,
+    /// `--grpc-metrics-port`: with `--kserve-grpc-server`, the ops routes (`/metrics`,
+    /// `/health`, `/live`, `/v1/models`) are also served there, as 1.6.1 serves them.
+    pub grpc_metrics_port: u16,
+    /// HTTP/2 settings (`DYN_GRPC_INITIAL_{CONNECTION,STREAM}_WINDOW_SIZE`).
+    pub h2: crate::h2::Settings,
 }
 
 /// A configuration that cannot start: the message and the exit code.
@@ -520,7 +531,14 @@ fn typed(parsed: Parsed, env: &dyn Fn(&str) -> Option<String>) -> Result<Config,
         chat: path(SERVED_PATH_VARS[4].0, SERVED_PATH_VARS[4].1)?,
         completions: path(SERVED_PATH_VARS[5].0, SERVED_PATH_VARS[5].1)?,
     };
+    let metrics_port = int(p, "grpc_metrics_port").unwrap_or(8788);
+    let grpc_metrics_port = u16::try_from(metrics_port)
+        .map_err(|_| invalid(format!("--grpc-metrics-port {metrics_port} is not a TCP port")))?;
+    let max_header_bytes = count("max_header_bytes", 256)?;
     Ok(Config {
+        kserve_grpc: boolean(p, "kserve_grpc_server"),
+        grpc_metrics_port,
+        h2: crate::h2::Settings::from_env(env, max_header_bytes),
         http_host: text(p, "http_host").unwrap_or("0.0.0.0").to_string(),
         http_port,
         metrics_prefix,
@@ -532,7 +550,7 @@ fn typed(parsed: Parsed, env: &dyn Fn(&str) -> Option<String>) -> Result<Config,
         header_read_timeout: secs(p, "header_read_timeout_secs")?,
         idle_timeout: secs(p, "idle_timeout_secs")?,
         max_header_count: count("max_header_count", 1)?.min(crate::http1::parse::MAX_HEADERS_CAP),
-        max_header_bytes: count("max_header_bytes", 256)?,
+        max_header_bytes,
         body_limit_bytes: (body_mb.saturating_mul(1024 * 1024)).min(usize::MAX as u64) as usize,
         graceful_shutdown: Duration::from_secs(grace),
         listen_backlog: backlog,
@@ -643,6 +661,25 @@ mod tests {
         assert_eq!(c.graceful_shutdown, Duration::from_secs(5));
         assert_eq!(c.paths.health, "/health");
         assert_eq!(c.namespace_filter(), NamespaceFilter::Any);
+    }
+
+    #[test]
+    fn kserve_grpc_and_h2_windows() {
+        let c = run(&[], &[]).unwrap();
+        assert!(!c.kserve_grpc);
+        assert_eq!(c.grpc_metrics_port, 8788);
+        assert_eq!((c.h2.connection_window, c.h2.stream_window), (None, None));
+        let env = [
+            ("DYN_GRPC_INITIAL_CONNECTION_WINDOW_SIZE", "16777216"),
+            ("DYN_GRPC_INITIAL_STREAM_WINDOW_SIZE", "1048576"),
+        ];
+        let c = run(&["--kserve-grpc-server", "--grpc-metrics-port", "9001"], &env).unwrap();
+        assert!(c.kserve_grpc);
+        assert_eq!(c.grpc_metrics_port, 9001);
+        assert_eq!((c.h2.connection_window, c.h2.stream_window), (Some(16 << 20), Some(1 << 20)));
+        let c = run(&[], &[("DYN_KSERVE_GRPC_SERVER", "true")]).unwrap();
+        assert!(c.kserve_grpc);
+        assert!(run(&["--grpc-metrics-port", "70000"], &[]).is_err());
     }
 
     #[test]

@@ -64,10 +64,17 @@ enum ReadOutcome {
     TimedOut,
 }
 
-/// Serve one connection until it closes.
-pub async fn serve<S: Service>(mut stream: TcpStream, svc: &S, cfg: &ConnConfig, gate: &Gate, date: &DateCache) {
+/// Serve one connection until it closes. `buf` holds what was already read from it (the
+/// bytes that told HTTP/1.1 from HTTP/2, see [`crate::h2::detect`]).
+pub async fn serve<S: Service>(
+    mut stream: TcpStream,
+    mut buf: BytesMut,
+    svc: &S,
+    cfg: &ConnConfig,
+    gate: &Gate,
+    date: &DateCache,
+) {
     let _ = stream.set_nodelay(true);
-    let mut buf = BytesMut::with_capacity(READ_CHUNK);
     let mut out: Vec<u8> = Vec::with_capacity(READ_CHUNK);
     let mut asm = Assembler::new(cfg.limits);
     // When the first byte of the current, not yet complete, request arrived.

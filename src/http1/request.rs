@@ -36,6 +36,50 @@ impl Request {
     pub fn content_type(&self) -> Option<&[u8]> {
         self.head.content_type.map(|s| s.get(&self.head_bytes))
     }
+
+    /// A request that arrived another way (an HTTP/2 stream, a gRPC call answered by an HTTP
+    /// route): its head is written out as HTTP/1.1 and parsed like any other, so every handler
+    /// sees one request type and one set of limits. `content-length` is set from `body`;
+    /// hop-by-hop and framing headers given in `headers` are left out.
+    pub fn synthetic<'a>(
+        method: &str,
+        target: &str,
+        headers: impl IntoIterator<Item = (&'a str, &'a [u8])>,
+        body: Bytes,
+        limits: &Limits,
+    ) -> Result<Request, Error> {
+        let bad = |what: &str| Error::new(Kind::BadRequest, format!("malformed request head: {what}"));
+        if method.bytes().any(|b| !b.is_ascii_graphic()) || target.bytes().any(|b| !b.is_ascii_graphic()) {
+            return Err(bad("method or path"));
+        }
+        let mut raw = Vec::with_capacity(256);
+        raw.extend_from_slice(method.as_bytes());
+        raw.push(b' ');
+        raw.extend_from_slice(if target.is_empty() { b"/" } else { target.as_bytes() });
+        raw.extend_from_slice(b" HTTP/1.1\r\n");
+        for (name, value) in headers {
+            const SKIP: [&str; 6] =
+                ["content-length", "transfer-encoding", "connection", "keep-alive", "upgrade", "te"];
+            if SKIP.iter().any(|s| name.eq_ignore_ascii_case(s)) {
+                continue;
+            }
+            if value.iter().any(|&b| b == b'\r' || b == b'\n' || b == 0) {
+                return Err(bad("header value"));
+            }
+            raw.extend_from_slice(name.as_bytes());
+            raw.extend_from_slice(b": ");
+            raw.extend_from_slice(value);
+            raw.extend_from_slice(b"\r\n");
+        }
+        raw.extend_from_slice(b"content-length: ");
+        raw.extend_from_slice(itoa::Buffer::new().format(body.len()).as_bytes());
+        raw.extend_from_slice(b"\r\n\r\n");
+        if body.len() > limits.max_body_bytes {
+            return Err(body_too_large(limits));
+        }
+        let head = parse_head(&raw, limits)?.ok_or_else(|| bad("incomplete"))?;
+        Ok(Request { head, head_bytes: Bytes::from(raw), body, arrived_draining: false })
+    }
 }
 
 /// What the connection should do next.
@@ -159,7 +203,7 @@ impl Assembler {
 }
 
 /// Dynamo 1.6.1's words for a body over `DYN_HTTP_BODY_LIMIT_MB`.
-fn body_too_large(limits: &Limits) -> Error {
+pub fn body_too_large(limits: &Limits) -> Error {
     let mb = limits.max_body_bytes / (1024 * 1024);
     Error::new(
         Kind::PayloadTooLarge,

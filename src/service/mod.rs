@@ -9,10 +9,14 @@
 //!    document; [`inference`] for the OpenAI routes);
 //! 5. records the status in the shard's metrics, and an error in `failures_total`.
 //!
+//! Over HTTP/2 the same service answers every stream ([`h2`]); gRPC calls go to
+//! [`crate::kserve`].
+//!
 //! Everything here runs on one shard thread and owns no locks. What crosses threads is the
 //! scrape of other shards' metrics (through their inboxes) and the `Arc<Registry>` snapshot.
 
 mod dispatch;
+mod h2;
 pub mod inference;
 mod logprobs;
 pub mod ops;

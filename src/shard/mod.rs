@@ -7,8 +7,12 @@
 //!    bind error is reported before anything runs), reads every allowed core id *before*
 //!    pinning any thread (a pinned thread only sees its own core), then spawns the shards and
 //!    waits until each has built its runtime.
-//! 2. A shard accepts connections and runs one task per connection
-//!    ([`crate::http1::conn::serve`]) and one task reading its inbox.
+//! 2. A shard accepts connections and runs one task per connection and one task reading its
+//!    inbox. A connection's first bytes tell HTTP/2 (the prior-knowledge preface: h2c, gRPC)
+//!    from HTTP/1.1 ([`crate::h2::detect`]); the connection is then served by
+//!    [`crate::h2::conn::serve`] or [`crate::http1::conn::serve`], both answering through the
+//!    same [`Frontend`]. With `--kserve-grpc-server` each shard also listens on
+//!    `--grpc-metrics-port`, serving the same routes.
 //! 3. [`Server::shutdown`] sends `Shutdown` to every inbox. Each shard closes its [`gate`]:
 //!    it stops accepting; requests already in flight finish while `/health` and `/live` answer
 //!    503 and new inference requests get 503 "Service is not ready" (Dynamo 1.6.1's draining
@@ -33,6 +37,7 @@ use std::time::{Duration, Instant};
 use monoio::net::TcpListener;
 
 use crate::config::{Config, IoDriver};
+use crate::h2::Detected;
 use crate::http1::conn::{self, ConnConfig};
 use crate::http1::response::DateCache;
 use crate::http1::Limits;
@@ -108,6 +113,8 @@ impl ShardCtx {
 pub struct Server {
     /// The address every shard's listener is bound to.
     pub addr: SocketAddr,
+    /// Where `--grpc-metrics-port` is bound (with `--kserve-grpc-server`).
+    pub metrics_addr: Option<SocketAddr>,
     /// The I/O driver each shard runs ("io_uring" or "epoll").
     pub drivers: Vec<&'static str>,
     inboxes: Vec<flume::Sender<ShardMsg>>,
@@ -124,6 +131,17 @@ impl Server {
         };
         let listeners = listener::bind_all(&config.http_host, config.http_port, n, config.listen_backlog)?;
         let addr = listeners[0].local_addr()?;
+        let mut extra: Vec<Option<std::net::TcpListener>> = match config.kserve_grpc {
+            true => listener::bind_all(&config.http_host, config.grpc_metrics_port, n, config.listen_backlog)?
+                .into_iter()
+                .map(Some)
+                .collect(),
+            false => (0..n).map(|_| None).collect(),
+        };
+        let metrics_addr = match &extra[0] {
+            Some(l) => Some(l.local_addr()?),
+            None => None,
+        };
         let (senders, receivers): (Vec<_>, Vec<_>) = (0..n).map(|_| flume::unbounded()).unzip();
         let shared = Arc::new(Shared { config: config.clone(), inboxes: senders.clone(), started: Instant::now() });
         let (ready_tx, ready_rx) = mpsc::channel::<io::Result<(usize, &'static str)>>();
@@ -132,9 +150,10 @@ impl Server {
             let core = if config.pin_shards && !cores.is_empty() { Some(cores[id % cores.len()]) } else { None };
             let shared = shared.clone();
             let ready = ready_tx.clone();
+            let listeners = (listener, extra[id].take());
             let t = std::thread::Builder::new()
                 .name(format!("shard-{id}"))
-                .spawn(move || run_shard(id, core, listener, inbox, shared, ready))?;
+                .spawn(move || run_shard(id, core, listeners, inbox, shared, ready))?;
             threads.push(t);
         }
         drop(ready_tx);
@@ -151,7 +170,7 @@ impl Server {
                 Err(_) => return Err(io::Error::other("a shard thread exited during start-up")),
             }
         }
-        Ok(Server { addr, drivers, inboxes: senders, threads })
+        Ok(Server { addr, metrics_addr, drivers, inboxes: senders, threads })
     }
 
     /// Hand every shard a new Registry snapshot.
@@ -190,7 +209,7 @@ impl Server {
 fn run_shard(
     id: usize,
     core: Option<core_affinity::CoreId>,
-    listener: std::net::TcpListener,
+    listener: (std::net::TcpListener, Option<std::net::TcpListener>),
     inbox: flume::Receiver<ShardMsg>,
     shared: Arc<Shared>,
     ready: mpsc::Sender<io::Result<(usize, &'static str)>>,
@@ -235,14 +254,21 @@ fn build_epoll() -> io::Result<monoio::Runtime<monoio::time::TimeDriver<monoio::
     monoio::RuntimeBuilder::<monoio::LegacyDriver>::new().enable_timer().build()
 }
 
-async fn shard_main(id: usize, listener: std::net::TcpListener, inbox: flume::Receiver<ShardMsg>, shared: Arc<Shared>) {
-    let listener = match TcpListener::from_std(listener) {
-        Ok(l) => l,
-        Err(e) => {
-            crate::log::error(&format!("shard {id}: listener: {e}"));
-            return;
-        }
-    };
+async fn shard_main(
+    id: usize,
+    listeners: (std::net::TcpListener, Option<std::net::TcpListener>),
+    inbox: flume::Receiver<ShardMsg>,
+    shared: Arc<Shared>,
+) {
+    let (listener, metrics_listener) =
+        match (TcpListener::from_std(listeners.0), listeners.1.map(TcpListener::from_std)) {
+            (Ok(l), None) => (l, None),
+            (Ok(l), Some(Ok(m))) => (l, Some(m)),
+            (Err(e), _) | (_, Some(Err(e))) => {
+                crate::log::error(&format!("shard {id}: listener: {e}"));
+                return;
+            }
+        };
     let cfg = &shared.config;
     let conn = ConnConfig {
         limits: Limits {
@@ -289,31 +315,10 @@ async fn shard_main(id: usize, listener: std::net::TcpListener, inbox: flume::Re
     monoio::spawn(inbox_loop(ctx.clone(), inbox));
     let service = Rc::new(Frontend::new(ctx.clone()));
 
-    loop {
-        let accepted = monoio::select! {
-            r = listener.accept() => Some(r),
-            _ = ctx.gate.closed() => None,
-        };
-        match accepted {
-            None => break,
-            Some(Ok((stream, _peer))) => {
-                let ctx = ctx.clone();
-                let service = service.clone();
-                monoio::spawn(async move {
-                    let _conn = ctx.gate.connection();
-                    ctx.metrics.connection_opened();
-                    conn::serve(stream, &*service, &ctx.conn, &ctx.gate, &ctx.date).await;
-                    ctx.metrics.connection_closed();
-                });
-            }
-            Some(Err(e)) => {
-                // EMFILE/ENFILE and friends: back off instead of spinning.
-                crate::log::warn(&format!("shard {id}: accept: {e}"));
-                monoio::time::sleep(Duration::from_millis(50)).await;
-            }
-        }
+    if let Some(m) = metrics_listener {
+        monoio::spawn(accept_loop(id, m, ctx.clone(), service.clone()));
     }
-    drop(listener);
+    accept_loop(id, listener, ctx.clone(), service).await;
     monoio::select! {
         _ = ctx.gate.drained() => {},
         _ = monoio::time::sleep(grace) => {
@@ -329,6 +334,44 @@ async fn shard_main(id: usize, listener: std::net::TcpListener, inbox: flume::Re
         _ = ctx.gate.empty() => {},
         _ = monoio::time::sleep(Duration::from_millis(200)) => {},
     }
+}
+
+/// Accept connections until the shard's gate closes (then the listener is dropped).
+async fn accept_loop(id: usize, listener: TcpListener, ctx: Rc<ShardCtx>, service: Rc<Frontend>) {
+    loop {
+        let accepted = monoio::select! {
+            r = listener.accept() => Some(r),
+            _ = ctx.gate.closed() => None,
+        };
+        match accepted {
+            None => return,
+            Some(Ok((stream, _peer))) => {
+                monoio::spawn(connection(stream, ctx.clone(), service.clone()));
+            }
+            Some(Err(e)) => {
+                // EMFILE/ENFILE and friends: back off instead of spinning.
+                crate::log::warn(&format!("shard {id}: accept: {e}"));
+                monoio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+/// One connection: its first bytes choose HTTP/2 or HTTP/1.1.
+async fn connection(mut stream: monoio::net::TcpStream, ctx: Rc<ShardCtx>, service: Rc<Frontend>) {
+    let _conn = ctx.gate.connection();
+    ctx.metrics.connection_opened();
+    match crate::h2::detect(&mut stream, ctx.conn.idle_timeout, &ctx.gate).await {
+        Detected::Http1(read) => conn::serve(stream, read, &*service, &ctx.conn, &ctx.gate, &ctx.date).await,
+        Detected::H2(read) => {
+            let settings = ctx.shared.config.h2;
+            let timeouts =
+                crate::h2::conn::Timeouts { handshake: ctx.conn.header_timeout, idle: ctx.conn.idle_timeout };
+            crate::h2::conn::serve(stream, read, service, &settings, timeouts, &ctx.gate).await
+        }
+        Detected::Closed => {}
+    }
+    ctx.metrics.connection_closed();
 }
 
 async fn inbox_loop(ctx: Rc<ShardCtx>, inbox: flume::Receiver<ShardMsg>) {

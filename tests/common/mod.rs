@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod etcd;
+pub mod h2c;
 pub mod kv_msg;
 pub mod nats;
 pub mod zmq_pub;
@@ -34,19 +35,31 @@ pub fn model_dir(name: &str) -> std::path::PathBuf {
     dir
 }
 
-/// Start an in-process server on 127.0.0.1 with an ephemeral port and the given I/O driver.
-pub fn start(driver: &str, args: &[&str], env: &[(&str, &str)]) -> Server {
-    let mut all: Vec<String> =
-        ["--http-host", "127.0.0.1", "--http-port", "0", "--shards", "2", "--no-pin-shards", "--io-driver", driver]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+/// The Qwen3 model files of `scripts/fetch-models.sh`.
+pub fn qwen3_dir() -> std::path::PathBuf {
+    model_dir("qwen3")
+}
+
+/// A test configuration: 127.0.0.1, an ephemeral port, two unpinned shards, then `args`;
+/// `env` stands for the whole environment.
+pub fn config(args: &[&str], env: &[(&str, &str)]) -> switchyard::config::Config {
+    let mut all: Vec<String> = ["--http-host", "127.0.0.1", "--http-port", "0", "--shards", "2", "--no-pin-shards"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
     all.extend(args.iter().map(|s| s.to_string()));
     let env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
     let (_, cfg, _) =
         switchyard::config::load(&all, &move |k| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()))
             .expect("test config is valid");
-    let server = Server::start(Arc::new(cfg.unwrap())).expect("server starts");
+    cfg.expect("a configuration to run")
+}
+
+/// Start an in-process server on 127.0.0.1 with an ephemeral port and the given I/O driver.
+pub fn start(driver: &str, args: &[&str], env: &[(&str, &str)]) -> Server {
+    let mut all = vec!["--io-driver", driver];
+    all.extend_from_slice(args);
+    let server = Server::start(Arc::new(config(&all, env))).expect("server starts");
     let want = if driver == "epoll" { "epoll" } else { "io_uring" };
     assert!(server.drivers.iter().all(|d| *d == want), "asked for {driver}, shards run {:?}", server.drivers);
     server

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# KServe gRPC interop: the real tritonclient[grpc] (PyPI) against switchyard
+# --kserve-grpc-server, through scripts/interop_grpc_client.py, in front of
+#   A. two in-tree mock workers (`switchyard mock-worker`, deterministic output: the streamed
+#      pieces, the unary answer and /v1/completions on the same port must agree exactly);
+#   B. two real `python -m dynamo.mocker` workers of Dynamo 1.6.1 (random output: the same
+#      checks except the text comparisons).
+# Both with file discovery and the real Qwen3 tokenizer files. Exits non-zero on any failure.
+# The tritonclient venv is cached in ~/.cache/switchyard-triton-venv; the Dynamo venv, model
+# files and a release build come from scripts/real-dynamo-env.sh, which also reruns this
+# script in a loopback-only network namespace (root), as the other interop scripts do.
+#
+#   bash scripts/interop_grpc.sh       # SWITCHYARD_BIN=path skips the release build
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+TRITON_VENV=${TRITON_VENV:-${HOME:-/root}/.cache/switchyard-triton-venv}
+if [ "${1:-}" != "--inside" ]; then
+  [ -x "$TRITON_VENV/bin/python" ] || python3 -m venv "$TRITON_VENV"
+  # Pinned: the versions this script was checked with.
+  "$TRITON_VENV/bin/pip" install -q tritonclient[grpc]==2.73.0 grpcio==1.85.1 protobuf==6.33.6 \
+    numpy==2.4.6 python-rapidjson==1.25 packaging==26.3 urllib3==2.8.0
+fi
+source scripts/real-dynamo-env.sh
+enter_loopback_namespace "$0" "$@"
+source scripts/procs.sh
+
+fail() { echo "FAIL: $*" >&2; for f in "$WORK"/*.log; do echo "== $f" >&2; tail -20 "$f" >&2; done; exit 1; }
+start() { # name command...
+  local name=$1; shift
+  "$@" >"$WORK/$name.log" 2>&1 &
+  PIDS+=($!)
+}
+
+phase() { # name worker-kind client-args...
+  local name=$1 kind=$2; shift 2
+  echo "== $name"
+  export DYN_FILE_KV="$WORK/kv-$name"
+  mkdir -p "$DYN_FILE_KV"
+  for i in 1 2; do
+    case $kind in
+      mock) start "$name-worker$i" "$BIN" mock-worker --model-path "$MODEL_DIR" --model-name qwen3 --fast ;;
+      mocker) start "$name-worker$i" "$PY" -m dynamo.mocker --model-path "$MODEL_DIR" --model-name qwen3 --speedup-ratio 10 \
+        --discovery-backend file --request-plane tcp --event-plane zmq ;;
+    esac
+  done
+  local port metrics
+  port=$(free_port)
+  metrics=$(free_port)
+  start "$name-switchyard" "$BIN" --discovery-backend file --http-host 127.0.0.1 --http-port "$port" \
+    --kserve-grpc-server --grpc-metrics-port "$metrics"
+  for _ in $(seq 1 600); do
+    curl -s -m 1 "http://127.0.0.1:$port/v1/models" 2>/dev/null | grep -q '"qwen3"' && break
+    sleep 0.1
+  done
+  curl -s -m 1 "http://127.0.0.1:$port/v1/models" | grep -q '"qwen3"' || fail "$name: the model never appeared"
+  curl -sf -m 2 "http://127.0.0.1:$metrics/metrics" >/dev/null || fail "$name: no /metrics on --grpc-metrics-port"
+  "$TRITON_VENV/bin/python" scripts/interop_grpc_client.py "$port" qwen3 "$@" || fail "$name: tritonclient checks"
+  cleanup_procs
+  WORK=$(mktemp -d)
+  PIDS=()
+}
+
+phase A-mock-worker mock --deterministic
+phase B-dynamo-mocker mocker
+echo "interop_grpc: OK"

@@ -1,0 +1,133 @@
+//! The HTTP/2 connection loop: handshake, accept streams, hand each to the [`Handler`] on its
+//! own task, close gracefully when the shard drains.
+//!
+//! The socket moves from monoio's completion-based I/O to its poll-based `TcpStreamPoll`
+//! (`into_poll_io`), which implements tokio's `AsyncRead`/`AsyncWrite` as `h2` needs; the
+//! bytes read while detecting the protocol are replayed through [`Prefixed`]. Polling
+//! `poll_accept` drives the whole connection (reads, writes, flow control, pings); the stream
+//! tasks only queue frames. Protocol errors are `h2`'s to answer (GOAWAY or RST_STREAM as
+//! RFC 9113 says); a failed connection ends only its own task.
+//!
+//! A connection with no open stream for `idle_timeout` is closed the same graceful way.
+//!
+//! Shutdown: when the shard's gate closes, the server sends GOAWAY and keeps serving the
+//! streams already open; once they finish `poll_accept` ends. When the gate finishes (grace
+//! period over) the connection is dropped.
+
+use std::cell::Cell;
+use std::future::poll_fn;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use monoio::io::IntoPollIo;
+use monoio::net::TcpStream;
+
+use super::{Handler, Prefixed, Settings};
+use crate::shard::gate::Gate;
+
+/// The open streams of a connection, and when the last one ended.
+#[derive(Default)]
+struct Streams {
+    open: Cell<usize>,
+    last_end: Cell<Option<Instant>>,
+}
+
+/// Counts a stream as open while it lives.
+struct Open(Rc<Streams>);
+
+impl Open {
+    fn new(s: &Rc<Streams>) -> Open {
+        s.open.set(s.open.get() + 1);
+        Open(s.clone())
+    }
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.0.open.set(self.0.open.get() - 1);
+        self.0.last_end.set(Some(Instant::now()));
+    }
+}
+
+/// Timeouts of a connection.
+#[derive(Clone, Copy, Debug)]
+pub struct Timeouts {
+    /// For the client's SETTINGS after the preface.
+    pub handshake: Duration,
+    /// With no stream open.
+    pub idle: Duration,
+}
+
+/// Serve one HTTP/2 connection whose first bytes (`read`, the preface among them) were already
+/// read.
+pub async fn serve<H: Handler>(
+    stream: TcpStream,
+    read: BytesMut,
+    handler: Rc<H>,
+    settings: &Settings,
+    timeouts: Timeouts,
+    gate: &Gate,
+) {
+    let _ = stream.set_nodelay(true);
+    let io = match stream.into_poll_io() {
+        Ok(io) => io,
+        Err(e) => {
+            crate::log::warn(&format!("h2: cannot switch the connection to poll I/O: {e}"));
+            return;
+        }
+    };
+    let mut builder = h2::server::Builder::new();
+    builder.max_concurrent_streams(settings.max_concurrent_streams).max_header_list_size(settings.max_header_list_size);
+    if let Some(w) = settings.stream_window {
+        builder.initial_window_size(w);
+    }
+    if let Some(w) = settings.connection_window {
+        builder.initial_connection_window_size(w);
+    }
+    let handshake = builder.handshake::<_, Bytes>(Prefixed::new(read.freeze(), io));
+    let mut conn = monoio::select! {
+        c = handshake => match c {
+            Ok(c) => c,
+            Err(_) => return,
+        },
+        _ = monoio::time::sleep(timeouts.handshake) => return,
+        _ = gate.finished() => return,
+    };
+    let mut closing = false;
+    let streams = Rc::new(Streams::default());
+    let opened = Instant::now();
+    loop {
+        let idle_for = streams.last_end.get().unwrap_or(opened).elapsed();
+        let idle_left = match streams.open.get() {
+            0 => timeouts.idle.saturating_sub(idle_for),
+            _ => timeouts.idle,
+        };
+        monoio::select! {
+            next = poll_fn(|cx| conn.poll_accept(cx)) => match next {
+                Some(Ok((req, respond))) => {
+                    let open = Open::new(&streams);
+                    let h = handler.clone();
+                    monoio::spawn(async move {
+                        h.stream(req, respond).await;
+                        drop(open);
+                    });
+                }
+                // A connection error: h2 has already told the peer (GOAWAY) where it could.
+                Some(Err(_)) | None => return,
+            },
+            _ = gate.closed(), if !closing => {
+                conn.graceful_shutdown();
+                closing = true;
+            },
+            _ = monoio::time::sleep(idle_left), if !closing => {
+                let idle_for = streams.last_end.get().unwrap_or(opened).elapsed();
+                if streams.open.get() == 0 && idle_for >= timeouts.idle {
+                    conn.graceful_shutdown();
+                    closing = true;
+                }
+            },
+            _ = gate.finished() => return,
+        }
+    }
+}

@@ -1,0 +1,217 @@
+//! HTTP/2 on a shard: cleartext prior-knowledge h2c over the shard's own monoio connections.
+//!
+//! * this file: telling an HTTP/2 connection from an HTTP/1.1 one by its first bytes
+//!   ([`detect`]), the connection's [`Settings`] (flow-control windows from
+//!   `DYN_GRPC_INITIAL_CONNECTION_WINDOW_SIZE` / `DYN_GRPC_INITIAL_STREAM_WINDOW_SIZE`), and
+//!   [`Prefixed`], which hands the bytes read while detecting back to the HTTP/2 codec;
+//! * [`conn`]: the connection loop (the `h2` crate's server over monoio's poll-style
+//!   `TcpStreamPoll`), one task per stream, graceful close with the shard's gate;
+//! * [`body`]: reading a request body within a limit and sending data within the peer's
+//!   flow-control window (capacity reserved before each send, received bytes released).
+//!
+//! The HTTP/1.1 path never goes through any of this beyond [`detect`]: the first read of a
+//! connection happens here, and an HTTP/1.1 connection continues on monoio's completion-based
+//! I/O in [`crate::http1::conn::serve`] with the bytes already read. Only an HTTP/2
+//! connection is switched to poll-style I/O, which is what `h2` (tokio's I/O traits) needs.
+//!
+//! Called by `shard`; calls only the [`Handler`] it is given. Knows nothing of routes, models
+//! or gRPC.
+
+pub mod body;
+pub mod conn;
+
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::{Buf, Bytes, BytesMut};
+use monoio::buf::IoBufMut;
+use monoio::io::AsyncReadRent;
+use monoio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+use crate::shard::gate::Gate;
+
+/// The client connection preface of RFC 9113 §3.4.
+pub const PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// What a connection's first bytes say.
+pub enum Detected {
+    /// HTTP/1.x (or anything else that is not the HTTP/2 preface), with the bytes read.
+    Http1(BytesMut),
+    /// The HTTP/2 connection preface, with the bytes read (preface included).
+    H2(BytesMut),
+    /// The peer closed, the read failed or timed out, or the shard finished.
+    Closed,
+}
+
+/// Classify `bytes`: `Some(true)` for the whole preface, `Some(false)` when they cannot begin
+/// it, `None` while they are a strict prefix of it.
+pub fn classify(bytes: &[u8]) -> Option<bool> {
+    let n = bytes.len().min(PREFACE.len());
+    if bytes[..n] != PREFACE[..n] {
+        return Some(false);
+    }
+    (n == PREFACE.len()).then_some(true)
+}
+
+/// Read a new connection's first bytes until they tell HTTP/2 from HTTP/1.1. Waits at most
+/// `wait` for them (the idle timeout of a fresh connection).
+pub async fn detect(stream: &mut TcpStream, wait: Duration, gate: &Gate) -> Detected {
+    let mut buf = BytesMut::with_capacity(16 * 1024);
+    let deadline = std::time::Instant::now() + wait;
+    loop {
+        let len = buf.len();
+        let read = stream.read(buf.slice_mut(len..));
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        buf = monoio::select! {
+            _ = gate.finished() => return Detected::Closed,
+            (res, b) = read => match res {
+                Ok(n) if n > 0 => b.into_inner(),
+                _ => return Detected::Closed,
+            },
+            _ = monoio::time::sleep(left) => return Detected::Closed,
+        };
+        match classify(&buf) {
+            Some(true) => return Detected::H2(buf),
+            Some(false) => return Detected::Http1(buf),
+            None => {}
+        }
+    }
+}
+
+/// HTTP/2 settings of every connection of this process, fixed at start-up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Settings {
+    /// Connection-level receive window (`DYN_GRPC_INITIAL_CONNECTION_WINDOW_SIZE`).
+    pub connection_window: Option<u32>,
+    /// Per-stream receive window (`DYN_GRPC_INITIAL_STREAM_WINDOW_SIZE`).
+    pub stream_window: Option<u32>,
+    /// Most concurrent streams a client may open.
+    pub max_concurrent_streams: u32,
+    /// Most bytes of a request's header list.
+    pub max_header_list_size: u32,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            connection_window: None,
+            stream_window: None,
+            max_concurrent_streams: 256,
+            max_header_list_size: 64 * 1024,
+        }
+    }
+}
+
+/// Largest legal flow-control window (RFC 9113 §6.9.1).
+pub const MAX_WINDOW: u32 = (1 << 31) - 1;
+
+impl Settings {
+    /// The windows from `DYN_GRPC_INITIAL_CONNECTION_WINDOW_SIZE` and
+    /// `DYN_GRPC_INITIAL_STREAM_WINDOW_SIZE` (bytes; unset or unparsable leaves the HTTP/2
+    /// default of 65 535, as 1.6.1 leaves tonic's), `max_header_list_size` from the header
+    /// byte limit.
+    pub fn from_env(get: impl Fn(&str) -> Option<String>, max_header_bytes: usize) -> Settings {
+        let window = |name: &str| get(name).and_then(|v| v.trim().parse::<u32>().ok()).map(|w| w.min(MAX_WINDOW));
+        Settings {
+            connection_window: window("DYN_GRPC_INITIAL_CONNECTION_WINDOW_SIZE"),
+            stream_window: window("DYN_GRPC_INITIAL_STREAM_WINDOW_SIZE"),
+            max_header_list_size: u32::try_from(max_header_bytes).unwrap_or(u32::MAX),
+            ..Settings::default()
+        }
+    }
+}
+
+/// What serves the streams of an HTTP/2 connection. `!Send`: it lives on one shard.
+pub trait Handler: 'static {
+    /// Answer one stream: its request (body still arriving) and the handle to respond with.
+    fn stream(
+        self: Rc<Self>,
+        req: http::Request<::h2::RecvStream>,
+        respond: ::h2::server::SendResponse<Bytes>,
+    ) -> impl Future<Output = ()>;
+}
+
+/// An I/O object that yields `prefix` before reading from `inner`: the bytes [`detect`] read
+/// go back to the HTTP/2 codec, which expects to read the preface itself.
+pub struct Prefixed<T> {
+    prefix: Bytes,
+    inner: T,
+}
+
+impl<T> Prefixed<T> {
+    pub fn new(prefix: Bytes, inner: T) -> Self {
+        Prefixed { prefix, inner }
+    }
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for Prefixed<T> {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        if !self.prefix.is_empty() {
+            let n = self.prefix.len().min(buf.remaining());
+            buf.put_slice(&self.prefix[..n]);
+            self.prefix.advance(n);
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for Prefixed<T> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn preface_is_told_from_http1() {
+        assert_eq!(classify(PREFACE), Some(true));
+        assert_eq!(classify(&PREFACE[..10]), None);
+        assert_eq!(classify(b"P"), None);
+        assert_eq!(classify(b"POST / HTTP/1.1\r\n"), Some(false));
+        assert_eq!(classify(b"GET / HTTP/1.1\r\n\r\n"), Some(false));
+        assert_eq!(classify(b"PRI * HTTP/1.1\r\n"), Some(false));
+        let mut longer = PREFACE.to_vec();
+        longer.extend_from_slice(b"\x00\x00\x00\x04\x00");
+        assert_eq!(classify(&longer), Some(true));
+    }
+
+    #[test]
+    fn windows_come_from_the_environment() {
+        let env = |n: &str| match n {
+            "DYN_GRPC_INITIAL_CONNECTION_WINDOW_SIZE" => Some("16777216".to_string()),
+            "DYN_GRPC_INITIAL_STREAM_WINDOW_SIZE" => Some("nope".to_string()),
+            _ => None,
+        };
+        let s = Settings::from_env(env, 8192);
+        assert_eq!(s.connection_window, Some(16 * 1024 * 1024));
+        assert_eq!(s.stream_window, None);
+        assert_eq!(s.max_header_list_size, 8192);
+        let huge = Settings::from_env(|_| Some("4294967295".into()), 1);
+        assert_eq!(huge.stream_window, Some(MAX_WINDOW));
+    }
+}

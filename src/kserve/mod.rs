@@ -1,0 +1,113 @@
+//! KServe v2 gRPC (`inference.GRPCInferenceService`, with Triton's extensions) on the shard's
+//! HTTP/2 connections.
+//!
+//! * [`pb`]: the protobuf messages, generated from `proto/` (Triton's public .proto files);
+//! * [`grpc`]: message framing, status trailers, unary and streaming replies;
+//! * [`meta`]: ServerLive/Ready, ModelReady, ServerMetadata, ModelMetadata, ModelConfig,
+//!   RepositoryIndex, from the shard's Registry snapshot;
+//! * [`infer`]: ModelInfer on completions-backed models, through the same pipeline as
+//!   `/v1/completions`;
+//! * [`stream`]: `ModelStreamInfer`, a bidirectional stream of requests.
+//!
+//! Called by the service's HTTP/2 handler for every stream whose content type is
+//! `application/grpc`. Answers with `--kserve-grpc-server` only; without it every call is
+//! UNIMPLEMENTED. Errors are gRPC statuses ([`crate::error::Kind::grpc_code`]); nothing here
+//! closes the connection, which other streams share.
+
+pub mod grpc;
+pub mod infer;
+pub mod meta;
+pub mod pb;
+pub mod stream;
+
+use std::rc::Rc;
+
+use bytes::Bytes;
+use h2::server::SendResponse;
+use h2::RecvStream;
+
+use crate::error::{Error, Kind};
+use crate::h2::body;
+use crate::shard::ShardCtx;
+use grpc::{decode, frame, Decoder};
+
+/// The path prefix of the service's methods.
+pub const SERVICE: &str = "/inference.GRPCInferenceService/";
+
+/// Serve one gRPC call.
+pub async fn serve(ctx: &Rc<ShardCtx>, req: http::Request<RecvStream>, respond: SendResponse<Bytes>) {
+    let (parts, mut recv) = req.into_parts();
+    if !ctx.shared.config.kserve_grpc {
+        let e = Error::new(Kind::NotImplemented, "the KServe gRPC service is off (start with --kserve-grpc-server)");
+        return grpc::fail(respond, &e);
+    }
+    let path = parts.uri.path();
+    let method = match path.strip_prefix(SERVICE) {
+        Some(m) if parts.method == http::Method::POST => m,
+        _ => return grpc::fail(respond, &Error::new(Kind::NotImplemented, format!("unknown method {path}"))),
+    };
+    let max = ctx.conn.limits.max_body_bytes;
+    if method == "ModelStreamInfer" {
+        return stream::serve(ctx, recv, respond, max).await;
+    }
+    let msg = match read_one(&mut recv, max).await {
+        Ok(m) => m,
+        Err(Some(e)) => return grpc::fail(respond, &e),
+        Err(None) => return,
+    };
+    let result = unary(ctx, method, msg).await;
+    grpc::unary(respond, result).await
+}
+
+/// The one message of a unary call. `Err(None)`: the client reset the stream.
+async fn read_one(recv: &mut RecvStream, max: usize) -> Result<Bytes, Option<Error>> {
+    let mut decoder = Decoder::new(max);
+    let mut msg = None;
+    loop {
+        while let Some(m) = decoder.next_message()? {
+            if msg.replace(m).is_some() {
+                return Err(Some(Error::new(Kind::BadRequest, "a unary call carries exactly one message")));
+            }
+        }
+        match body::next_data(recv).await {
+            Some(Ok(chunk)) => decoder.push(&chunk),
+            Some(Err(_)) => return Err(None),
+            None if decoder.pending() > 0 => {
+                return Err(Some(Error::new(Kind::BadRequest, "the request ended inside a gRPC message")))
+            }
+            None => {
+                return msg.ok_or_else(|| Some(Error::new(Kind::BadRequest, "the call carries no request message")))
+            }
+        }
+    }
+}
+
+/// Decode the request of a unary method, answer it, frame the reply.
+async fn unary(ctx: &Rc<ShardCtx>, method: &str, msg: Bytes) -> Result<Bytes, Error> {
+    let registry = ctx.registry();
+    match method {
+        "ServerLive" => decode::<pb::ServerLiveRequest>(msg).map(|_| frame(&pb::ServerLiveResponse { live: true })),
+        "ServerReady" => decode::<pb::ServerReadyRequest>(msg)
+            .map(|_| frame(&pb::ServerReadyResponse { ready: !ctx.gate.is_closed() })),
+        "ModelReady" => meta::model_ready(&registry, decode(msg)?).map(|r| frame(&r)),
+        "ServerMetadata" => decode::<pb::ServerMetadataRequest>(msg).map(|_| frame(&meta::server_metadata())),
+        "ModelMetadata" => meta::model_metadata(&registry, decode(msg)?).map(|r| frame(&r)),
+        "ModelConfig" => meta::model_config(&registry, decode(msg)?).map(|r| frame(&r)),
+        "RepositoryIndex" => Ok(frame(&meta::repository_index(&registry, decode(msg)?))),
+        "ModelInfer" => model_infer(ctx, decode(msg)?).await.map(|r| frame(&r)),
+        other => Err(Error::new(Kind::NotImplemented, format!("method {other} is not implemented"))),
+    }
+}
+
+/// Unary ModelInfer: one whole answer (`streaming` is refused here, as in Dynamo).
+async fn model_infer(ctx: &Rc<ShardCtx>, req: pb::ModelInferRequest) -> Result<pb::ModelInferResponse, Error> {
+    meta::known(&ctx.registry(), &req.model_name, &req.model_version)?;
+    let r = infer::parse(&req)?;
+    if r.stream {
+        return Err(Error::new(Kind::BadRequest, "Streaming is not supported for this endpoint"));
+    }
+    match infer::run(ctx, &r).await? {
+        infer::Answer::Whole(piece) => Ok(infer::response(&r, Some(&piece), None)),
+        infer::Answer::Stream(_) => Err(Error::new(Kind::Internal, "the pipeline streamed a whole answer")),
+    }
+}

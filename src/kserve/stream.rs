@@ -1,0 +1,179 @@
+//! `ModelStreamInfer`: a bidirectional stream of inference requests and their responses.
+//!
+//! Requests are served concurrently, as Triton serves a decoupled model: each one starts on
+//! its own task as soon as its message is complete, and every task hands its responses to
+//! the one writer of the stream, which sends them as they come (a request's own responses in
+//! order; the `id` of each response names its request). A request that cannot be served
+//! (malformed protobuf, unknown model, bad inputs, a worker failure) gets a response whose
+//! `error_message` says why, and the stream stays open for the next one. With `streaming`
+//! set, every generated piece is its own response; the last one (the one with a finish
+//! reason) carries `triton_final_response = true` unless the client asked for an empty final
+//! response (`triton_enable_empty_final_response`), which then follows it.
+//!
+//! At most [`MAX_IN_FLIGHT`] requests of one stream run at once; past that the stream's
+//! messages wait in flow control until one finishes.
+//!
+//! The call ends with status OK once the client has closed its side and every request is
+//! answered. Only a framing failure (oversized or compressed message, a message cut by the
+//! end of the stream) ends it with another status: the rest of the byte stream cannot be
+//! trusted after it. A client that resets the stream (or goes away) stops the writer; each
+//! task notices at its next response and drops its worker stream, which cancels the request.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use bytes::Bytes;
+use h2::server::SendResponse;
+use h2::RecvStream;
+
+use super::grpc::{decode, Decoder, Replies};
+use super::infer::{self, Answer, TextRequest};
+use super::pb::{ModelInferRequest, ModelStreamInferResponse};
+use crate::error::{Error, Kind};
+use crate::h2::body;
+use crate::shard::{local, ShardCtx};
+
+/// Most requests of one stream answered at the same time.
+pub const MAX_IN_FLIGHT: usize = 256;
+
+/// Serve one `ModelStreamInfer` call; `max` bounds each request message.
+pub async fn serve(ctx: &Rc<ShardCtx>, recv: RecvStream, respond: SendResponse<Bytes>, max: usize) {
+    let Some(mut out) = Replies::start(respond) else { return };
+    let (tx, mut rx) = local::channel::<ModelStreamInferResponse>();
+    let ending: Rc<RefCell<Option<Error>>> = Rc::default();
+    monoio::spawn(read_requests(ctx.clone(), recv, max, tx, ending.clone()));
+    loop {
+        let next = monoio::select! {
+            m = rx.recv() => m,
+            // Dropping `rx` tells every task the client is gone.
+            _ = body::reset(out.stream()) => return,
+        };
+        match next {
+            Some(msg) => {
+                if !out.send(&msg).await {
+                    return;
+                }
+            }
+            // The client closed its side and every request is answered.
+            None => break,
+        }
+    }
+    let err = ending.borrow_mut().take();
+    out.finish(err.as_ref());
+}
+
+/// Cut request messages off the stream and start a task for each; a framing failure is left
+/// in `ending`.
+async fn read_requests(
+    ctx: Rc<ShardCtx>,
+    mut recv: RecvStream,
+    max: usize,
+    tx: local::Sender<ModelStreamInferResponse>,
+    ending: Rc<RefCell<Option<Error>>>,
+) {
+    let mut decoder = Decoder::new(max);
+    // Each task reports its end here, so the reader knows how many are running.
+    let (done_tx, mut done_rx) = local::channel::<()>();
+    let mut running = 0usize;
+    loop {
+        while let Some(()) = done_rx.try_recv() {
+            running -= 1;
+        }
+        if running >= MAX_IN_FLIGHT {
+            if done_rx.recv().await.is_some() {
+                running -= 1;
+            }
+            continue;
+        }
+        match decoder.next_message() {
+            Ok(Some(msg)) => {
+                if tx.is_closed() {
+                    return;
+                }
+                running += 1;
+                let (ctx, tx, done) = (ctx.clone(), tx.clone(), done_tx.clone());
+                monoio::spawn(async move {
+                    one(ctx, msg, tx).await;
+                    let _ = done.send(());
+                });
+                continue;
+            }
+            Ok(None) => {}
+            Err(e) => {
+                *ending.borrow_mut() = Some(e);
+                return;
+            }
+        }
+        match body::next_data(&mut recv).await {
+            Some(Ok(chunk)) => decoder.push(&chunk),
+            // Reset by the client, or the connection is gone.
+            Some(Err(_)) => return,
+            None => {
+                if decoder.pending() > 0 {
+                    *ending.borrow_mut() =
+                        Some(Error::new(Kind::BadRequest, "the request stream ended inside a message"));
+                }
+                return;
+            }
+        }
+    }
+}
+
+fn error_reply(e: &Error) -> ModelStreamInferResponse {
+    ModelStreamInferResponse { error_message: e.message().to_string(), infer_response: None }
+}
+
+fn reply(r: &TextRequest, piece: Option<&infer::Piece>, last: bool) -> ModelStreamInferResponse {
+    ModelStreamInferResponse {
+        error_message: String::new(),
+        infer_response: Some(infer::response(r, piece, Some(last))),
+    }
+}
+
+/// Answer one request message, handing the responses to the writer. Returns when the request
+/// is answered or the client is gone (dropping the worker stream then cancels it).
+async fn one(ctx: Rc<ShardCtx>, msg: Bytes, tx: local::Sender<ModelStreamInferResponse>) {
+    let parsed = decode::<ModelInferRequest>(msg).and_then(|req| {
+        super::meta::known(&ctx.registry(), &req.model_name, &req.model_version)?;
+        infer::parse(&req)
+    });
+    let r = match parsed {
+        Ok(r) => r,
+        Err(e) => {
+            let _ = tx.send(error_reply(&e));
+            return;
+        }
+    };
+    match infer::run(&ctx, &r).await {
+        Err(e) => {
+            let _ = tx.send(error_reply(&e));
+        }
+        Ok(Answer::Whole(piece)) => {
+            let _ = tx.send(reply(&r, Some(&piece), !r.empty_final));
+            if r.empty_final {
+                let _ = tx.send(reply(&r, None, true));
+            }
+        }
+        Ok(Answer::Stream(mut pieces)) => {
+            let mut finished = false;
+            while let Some(next) = pieces.next().await {
+                let msg = match next {
+                    Ok(piece) => {
+                        finished = !piece.finish.is_empty();
+                        reply(&r, Some(&piece), finished && !r.empty_final)
+                    }
+                    Err(e) => {
+                        finished = true;
+                        error_reply(&e)
+                    }
+                };
+                if tx.send(msg).is_err() {
+                    return;
+                }
+            }
+            if !finished || r.empty_final {
+                let _ = tx.send(reply(&r, None, true));
+            }
+        }
+    }
+}

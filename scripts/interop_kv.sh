@@ -76,6 +76,8 @@ start_frontend() { # log-name frontend-command...: sets FE, waits for the model
   "$@" --discovery-backend file --http-host 127.0.0.1 --http-port 18500 >"$WORK/$log.log" 2>&1 &
   FE=$!; PIDS+=($FE)
   for _ in $(seq 1 120); do
+    # Answered by this frontend, not by one an earlier phase left behind.
+    kill -0 "$FE" 2>/dev/null || fail "$log: the frontend exited"
     curl -s -m 2 localhost:18500/v1/models | grep -q '"qwen3"' && return 0
     sleep 0.5
   done
@@ -188,6 +190,8 @@ recovery() {
   local given_up
   given_up=$(metric switchyard_kv_ingest_recoveries_abandoned_total)
   [ "$given_up" = 0 ] || fail "recovery: $given_up recoveries abandoned"
+  kill "$FE" "${MOCKERS[@]}" 2>/dev/null || true
+  wait "$FE" "${MOCKERS[@]}" 2>/dev/null || true
   echo "recovery: ok (cached-token ratio $ratio after the restore; $gaps gaps)"
 }
 

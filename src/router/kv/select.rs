@@ -210,12 +210,13 @@ impl KvSelector {
 
     /// This shard's counters (the replica brought up to date first).
     pub fn stats(&self) -> KvStats {
-        let mut st = self.stats.borrow().clone();
+        let mut index_blocks = 0;
         if let Some(r) = self.replica.borrow_mut().as_mut() {
-            st.index_ops += r.drain(usize::MAX) as u64;
-            self.stats.borrow_mut().index_ops = st.index_ops;
-            st.index_blocks = r.index().indexed_blocks() as u64;
+            self.drain(r);
+            index_blocks = r.index().indexed_blocks() as u64;
         }
+        let mut st = self.stats.borrow().clone();
+        st.index_blocks = index_blocks;
         if let Some(i) = self.ingest.borrow().as_ref() {
             st.ingest = i.counts();
         }

@@ -26,13 +26,7 @@ RATE2=${RATE2:-8}
 DURATION=${DURATION:-20}
 ROUNDS=${ROUNDS:-2}
 CG_REQUESTS=${CG_REQUESTS:-200}
-WORK=$(mktemp -d)
-export DYN_FILE_KV="$WORK/kv"
-PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$WORK"; }
-trap cleanup EXIT
-# CPU time of every thread of a process, in ns (schedstat: nanosecond resolution).
-cpu() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{s += $1} END {print s}'; }
+scratch_dir
 
 for i in 1 2; do
   taskset -c 1 "$PY" -m dynamo.mocker --model-path "$MODEL_DIR" --model-name qwen3 --discovery-backend file \
@@ -40,14 +34,6 @@ for i in 1 2; do
   PIDS+=($!)
 done
 
-wait_model() { # port
-  for _ in $(seq 1 240); do
-    curl -s "localhost:$1/v1/models" | grep -q '"qwen3"' && return 0
-    sleep 0.5
-  done
-  echo "FAIL: no model on port $1" >&2
-  return 1
-}
 
 OFFSET=0
 load() { # port workload rate duration → JSON
@@ -89,13 +75,13 @@ for _ in $(seq 1 "$ROUNDS"); do
     rate=$RATE1; [ "$w" = w2 ] && rate=$RATE2
     start_switchyard 18290 taskset -c 0
     SY=$!
-    wait_model 18290
+    qwen3_listed 18290
     measure "switchyard (1 shard)" 18290 "$SY" "$w" "$rate"
     kill "$SY"; wait "$SY" 2>/dev/null || true
     taskset -c 0 "$PY" -m dynamo.frontend --discovery-backend file --request-plane tcp \
       --http-host 127.0.0.1 --http-port 18291 >>"$WORK/dyn.log" 2>&1 &
     DY=$!
-    wait_model 18291
+    qwen3_listed 18291
     measure "dynamo.frontend 1.6.1" 18291 "$DY" "$w" "$rate"
     kill "$DY"; wait "$DY" 2>/dev/null || true
   done
@@ -114,7 +100,7 @@ for w in w1 w2; do
     --callgrind-out-file="$WORK/cg.$w.out"
   SY_EXTRA=()
   CG=$!
-  wait_model 18292
+  qwen3_listed 18292
   load 18292 "$w" "$cg_rate" 2 >/dev/null # warm-up, not counted
   callgrind_control -i on "$CG" >/dev/null
   out=$(load 18292 "$w" "$cg_rate" "$(python3 -c "print($CG_REQUESTS / $cg_rate)")")

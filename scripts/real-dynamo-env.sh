@@ -19,3 +19,25 @@ enter_loopback_namespace() {
   MODEL_DIR=${SWITCHYARD_MODELS:-$HOME/.cache/switchyard-models}/qwen3
   export DYN_TCP_RPC_HOST=127.0.0.1 DYN_TCP_RESPONSE_STREAM_HOST=127.0.0.1 DYN_EVENT_PLANE_HOST=127.0.0.1
 }
+
+# `qwen3_listed PORT`: wait (up to a minute) until the frontend on PORT lists the model qwen3.
+qwen3_listed() {
+  for _ in $(seq 1 600); do
+    curl -s "127.0.0.1:$1/v1/models" | grep -q '"qwen3"' && return 0
+    sleep 0.1
+  done
+  echo "FAIL: no model on port $1" >&2
+  return 1
+}
+
+# `scratch_dir`: $WORK, a temporary directory holding the file store (DYN_FILE_KV), and
+# PIDS, processes to stop; on exit the processes are stopped and the directory removed.
+scratch_dir() {
+  WORK=$(mktemp -d)
+  export DYN_FILE_KV="$WORK/kv"
+  PIDS=()
+  trap 'for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$WORK"' EXIT
+}
+
+# `cpu PID`: CPU time of every thread of a process, in ns (schedstat: nanosecond resolution).
+cpu() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{s += $1} END {print s}'; }

@@ -9,3 +9,16 @@ pub fn hex_digit(b: u8) -> Option<u8> {
         _ => None,
     }
 }
+
+extern "C" {
+    /// mimalloc's `mi_collect` (the global allocator is mimalloc, linked through the
+    /// `mimalloc` crate, which does not re-export it).
+    fn mi_collect(force: bool);
+}
+
+/// Hand memory the allocator holds free back to the system (after a large, short-lived
+/// allocation such as parsing a model's files). Not for the hot path: it walks the heap.
+pub fn release_free_memory() {
+    // SAFETY: `mi_collect` takes no pointers; it only releases the allocator's own free pages.
+    unsafe { mi_collect(true) };
+}

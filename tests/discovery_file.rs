@@ -558,3 +558,36 @@ fn mem_store_is_watched_like_any_backend() {
     stop.store(true, Ordering::Release);
     t.join().unwrap();
 }
+
+#[test]
+fn scan_changed_skips_rescans_where_only_mtimes_moved() {
+    let s = Store::captured();
+    let store = s.store();
+    let now = SystemTime::now();
+    let first = store.scan_changed(now).unwrap().expect("the first scan always builds");
+    assert_eq!(first.instances.len(), 4);
+    assert!(store.scan_changed(now).unwrap().is_none(), "nothing changed");
+    // A keep-alive touch moves an mtime only: still nothing to rebuild.
+    let any = fs::read_dir(s.0.join("v1/instances")).unwrap().next().unwrap().unwrap().path();
+    set_age(&any, Duration::from_secs(1));
+    assert!(store.scan_changed(SystemTime::now()).unwrap().is_none(), "an mtime alone is no change");
+    // New bytes in a record, a new record, an expired record and a removed one are changes.
+    let bytes = fs::read(&any).unwrap();
+    let mut v: Value = serde_json::from_slice(&bytes).unwrap();
+    v["device_type"] = json!("cpu");
+    fs::write(&any, serde_json::to_vec(&v).unwrap()).unwrap();
+    let snap = store.scan_changed(SystemTime::now()).unwrap().expect("rewritten record");
+    assert!(snap.instances.iter().any(|e| e.raw["device_type"] == "cpu"));
+    assert!(store.scan_changed(SystemTime::now()).unwrap().is_none());
+    let added = s.write("v1/instances", &key_file("ns2", "backend", 0x77), &endpoint("ns2", "backend", 0x77));
+    assert_eq!(store.scan_changed(SystemTime::now()).unwrap().expect("new record").instances.len(), 5);
+    set_age(&added, DEFAULT_TTL + Duration::from_secs(1));
+    assert_eq!(store.scan_changed(SystemTime::now()).unwrap().expect("expired record").instances.len(), 4);
+    fs::remove_file(&any).unwrap();
+    assert_eq!(store.scan_changed(SystemTime::now()).unwrap().expect("removed record").instances.len(), 3);
+    // A file that is not a record is skipped each time and forces a full scan, which reports it.
+    s.write_bytes("v1/instances", "garbage", b"not json");
+    let snap = store.scan_changed(SystemTime::now()).unwrap().expect("a new garbage file");
+    assert_eq!(snap.instances.len(), 3);
+    assert!(!snap.skipped.is_empty());
+}

@@ -80,29 +80,38 @@ impl FileStore {
     /// the directories when they first register). Only an unreadable existing bucket
     /// directory is an error.
     pub fn scan(&self, now: SystemTime) -> io::Result<Snapshot> {
+        let (files, skipped) = self.read_all(now)?;
+        Ok(build(raws(&files), &self.filter, skipped, &mut self.cache.borrow_mut()))
+    }
+
+    /// [`FileStore::scan`], or `None` when the live files and their bytes are exactly those
+    /// of the previous scan (only mtimes moved: keep-alive touches). The control thread
+    /// rescans every second; this keeps an idle rescan to reading the files.
+    pub fn scan_changed(&self, now: SystemTime) -> io::Result<Option<Snapshot>> {
+        let (files, skipped) = self.read_all(now)?;
+        let mut cache = self.cache.borrow_mut();
+        if skipped.is_empty() && cache.unchanged(raws(&files)) {
+            return Ok(None);
+        }
+        Ok(Some(build(raws(&files), &self.filter, skipped, &mut cache)))
+    }
+
+    fn read_all(&self, now: SystemTime) -> io::Result<(Vec<Listed>, Vec<Skipped>)> {
         let mut skipped = Vec::new();
         let mut files = Vec::new();
         for bucket in BUCKETS {
             files.extend(self.read_bucket(bucket, now, &mut skipped)?);
         }
-        let raw = files.iter().map(|(bucket, name, key, modified, bytes)| Raw {
-            bucket,
-            name,
-            key,
-            modified: *modified,
-            bytes,
-        });
-        Ok(build(raw, &self.filter, skipped, &mut self.cache.borrow_mut()))
+        Ok((files, skipped))
     }
 
     /// Lists one bucket: (bucket, file name, decoded key, mtime, content) of each live file.
-    #[allow(clippy::type_complexity)]
     fn read_bucket(
         &self,
         bucket: &'static str,
         now: SystemTime,
         skipped: &mut Vec<Skipped>,
-    ) -> io::Result<Vec<(&'static str, String, String, SystemTime, Vec<u8>)>> {
+    ) -> io::Result<Vec<Listed>> {
         let dir = self.root.join(bucket);
         let listing = match fs::read_dir(&dir) {
             Ok(l) => l,
@@ -150,9 +159,21 @@ impl FileStore {
     }
 }
 
+/// One listed file: (bucket, file name, decoded key, mtime, content).
+type Listed = (&'static str, String, String, SystemTime, Vec<u8>);
+
+/// The listed files as [`Raw`] records.
+fn raws<'a>(files: &'a [Listed]) -> impl Iterator<Item = Raw<'a>> + Clone + 'a {
+    files.iter().map(|(bucket, name, key, modified, bytes)| Raw { bucket, name, key, modified: *modified, bytes })
+}
+
 impl Source for FileStore {
     fn scan(&mut self, now: SystemTime) -> io::Result<Snapshot> {
         FileStore::scan(self, now)
+    }
+
+    fn scan_changed(&mut self, now: SystemTime) -> io::Result<Option<Snapshot>> {
+        FileStore::scan_changed(self, now)
     }
 
     fn wait(&mut self, max_wait: Duration) {

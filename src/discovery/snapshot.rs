@@ -203,6 +203,29 @@ pub struct ParseCache {
     generation: u64,
 }
 
+impl ParseCache {
+    /// True when `records` are exactly the records the last [`build`] saw, with the same
+    /// bytes (mtimes aside): building again would give the same content. False before the
+    /// first build.
+    pub fn unchanged<'a>(&self, records: impl IntoIterator<Item = Raw<'a>>) -> bool {
+        if self.generation == 0 {
+            return false;
+        }
+        let mut n = 0;
+        for r in records {
+            n += 1;
+            let hit = self
+                .parsed
+                .get(&(r.bucket, r.key.to_string()))
+                .is_some_and(|p| p.seen == self.generation && p.bytes == r.bytes);
+            if !hit {
+                return false;
+            }
+        }
+        n == self.parsed.len()
+    }
+}
+
 /// Whether an event record's scope (`scope.endpoint.namespace`, when present) passes the
 /// namespace filter.
 fn scoped_in(filter: &NamespaceFilter, raw: &Value) -> bool {
@@ -284,6 +307,10 @@ impl Catalog {
 pub trait Source {
     /// The live records as of `now`. An error keeps the previous state.
     fn scan(&mut self, now: SystemTime) -> io::Result<Snapshot>;
+    /// [`Source::scan`], or `None` when the source knows nothing changed since its last scan.
+    fn scan_changed(&mut self, now: SystemTime) -> io::Result<Option<Snapshot>> {
+        self.scan(now).map(Some)
+    }
     /// Blocks until a change may have happened, at most `max_wait`.
     fn wait(&mut self, max_wait: Duration);
     /// Ends the watch cleanly (e.g. revokes a lease); called once when `watch` returns.
@@ -307,8 +334,9 @@ pub fn watch(
     let mut last: Option<Snapshot> = None;
     while !stop.load(Ordering::Acquire) {
         let now = SystemTime::now();
-        match source.scan(now) {
-            Ok(snap) => {
+        match source.scan_changed(now) {
+            Ok(None) => {}
+            Ok(Some(snap)) => {
                 if last.as_ref().is_none_or(|l| !l.same_content(&snap)) {
                     let registry = catalog.registry(&snap, now);
                     on_change(registry, &snap);

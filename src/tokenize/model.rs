@@ -50,7 +50,11 @@ fn err(path: &Path, message: impl Into<String>) -> LoadError {
 pub struct ModelFiles {
     pub dir: PathBuf,
     /// `tokenizer.json` in the canonical form the tokenizer reader takes.
-    tokenizer_json: String,
+    /// Where further tokenizer instances are built from.
+    tokenizer_source: TokenizerSource,
+    /// The instance built while loading, handed out by the first [`ModelFiles::tokenizer`]
+    /// call (building one takes a large share of a second, and its memory is not small).
+    spare: std::sync::Mutex<Option<Tokenizer>>,
     /// Named chat templates (`default`, `tool_use`, …), compiled.
     pub templates: BTreeMap<String, Arc<ChatTemplate>>,
     /// Named special tokens (`bos_token`, `eos_token`, `unk_token`, `sep_token`, `pad_token`,
@@ -61,6 +65,19 @@ pub struct ModelFiles {
     pub eos_token_ids: Vec<u32>,
     /// Whether the tokenizer config asks for a BOS token at encode time.
     pub add_bos_token: bool,
+}
+
+/// The `tokenizer.json` further instances are built from. A canonical file is read again
+/// from disk (checked against the digest taken at load) rather than kept in memory: it is
+/// often tens of megabytes, and instances are built rarely (one per shard, one per helper).
+#[derive(Debug)]
+enum TokenizerSource {
+    File {
+        path: PathBuf,
+        digest: blake3::Hash,
+    },
+    /// An older format, rewritten at load: kept, since the rewrite is not on disk.
+    Canonical(String),
 }
 
 fn read_json(path: &Path) -> Result<Option<Value>, LoadError> {
@@ -112,7 +129,12 @@ impl ModelFiles {
         }
         let tok_path = dir.join("tokenizer.json");
         let raw = std::fs::read_to_string(&tok_path).map_err(|e| err(&tok_path, e.to_string()))?;
-        let tokenizer_json = Tokenizer::canonical_json(&raw).map_err(|e| err(&tok_path, e))?;
+        let (tokenizer, canonical) = Tokenizer::from_json_any(&raw).map_err(|e| err(&tok_path, e))?;
+        let tokenizer_source = match canonical {
+            Some(text) => TokenizerSource::Canonical(text),
+            None => TokenizerSource::File { path: tok_path.clone(), digest: blake3::hash(raw.as_bytes()) },
+        };
+        drop(raw);
         let config = read_json(&dir.join("config.json"))?;
         let tok_config = read_json(&dir.join("tokenizer_config.json"))?.unwrap_or(Value::Null);
         let gen_config = read_json(&dir.join("generation_config.json"))?;
@@ -125,7 +147,6 @@ impl ModelFiles {
         }
 
         let templates = Self::load_templates(&dir, &tok_config)?;
-        let tokenizer = Tokenizer::from_canonical_json(&tokenizer_json).map_err(|e| err(&tok_path, e))?;
         let mut eos_token_ids = ids_of(gen_config.as_ref().and_then(|g| g.get("eos_token_id")));
         if eos_token_ids.is_empty() {
             eos_token_ids = ids_of(config.as_ref().and_then(|c| c.get("eos_token_id")));
@@ -139,7 +160,8 @@ impl ModelFiles {
             context_length: context_length(config.as_ref(), Some(&tok_config)),
             add_bos_token: tok_config.get("add_bos_token").and_then(Value::as_bool).unwrap_or(false),
             dir,
-            tokenizer_json,
+            tokenizer_source,
+            spare: std::sync::Mutex::new(Some(tokenizer)),
             templates,
             special_tokens,
             eos_token_ids,
@@ -193,7 +215,19 @@ impl ModelFiles {
 
     /// A new tokenizer instance (one per shard; instances share nothing).
     pub fn tokenizer(&self) -> Result<Tokenizer, String> {
-        Tokenizer::from_canonical_json(&self.tokenizer_json)
+        if let Some(t) = self.spare.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            return Ok(t);
+        }
+        match &self.tokenizer_source {
+            TokenizerSource::Canonical(text) => Tokenizer::from_canonical_json(text),
+            TokenizerSource::File { path, digest } => {
+                let raw = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+                if blake3::hash(raw.as_bytes()) != *digest {
+                    return Err(format!("{}: changed on disk since the model was loaded", path.display()));
+                }
+                Tokenizer::from_json_any(&raw).map(|(t, _)| t)
+            }
+        }
     }
 
     /// The template transformers would pick: `tool_use` when tools are given and it exists,

@@ -34,10 +34,24 @@ impl Tokenizer {
         tokenizers::canonicalize_str(raw).map_err(|e| format!("cannot read tokenizer.json: {e}"))
     }
 
+    /// Build from a `tokenizer.json` text of any supported version, building the pipeline
+    /// once: the canonical rewrite is returned only when the text was not canonical already.
+    pub fn from_json_any(raw: &str) -> Result<(Tokenizer, Option<String>), String> {
+        if let Ok(inner) = tokenizers::from_json(raw) {
+            return Ok((Self::wrap(inner), None));
+        }
+        let canonical = tokenizers::canonicalize_str(raw).map_err(|e| format!("cannot read tokenizer.json: {e}"))?;
+        Ok((Self::from_canonical_json(&canonical)?, Some(canonical)))
+    }
+
+    fn wrap(inner: PipelineTokenizer) -> Tokenizer {
+        Tokenizer { inner, plain: EncodeOptions::no_specials(), with_specials: EncodeOptions::default() }
+    }
+
     /// Build from canonical JSON (see [`Tokenizer::canonical_json`]).
     pub fn from_canonical_json(json: &str) -> Result<Tokenizer, String> {
         let inner = tokenizers::from_json(json).map_err(|e| format!("cannot build the tokenizer: {e}"))?;
-        Ok(Tokenizer { inner, plain: EncodeOptions::no_specials(), with_specials: EncodeOptions::default() })
+        Ok(Self::wrap(inner))
     }
 
     /// Build from a `tokenizer.json` file of any supported version.

@@ -464,6 +464,23 @@ fn openai_routes_over_h2c() {
     bad.extend_from_slice(&[0, 0, 0, 4, 0, 0, 0, 0, 0]); // empty SETTINGS
     bad.extend_from_slice(&[0, 0, 1, 0, 0, 0, 0, 0, 0, b'x']); // DATA, stream 0
     raw.send(&bad);
+    let got = read_to_close(&mut raw);
+    let goaway = frames(&got).into_iter().find(|(ty, _)| *ty == 7).expect("a GOAWAY frame");
+    assert_eq!(u32::from_be_bytes(goaway.1[4..8].try_into().unwrap()), 1, "PROTOCOL_ERROR");
+    assert_eq!(Client::connect(s.addr()).roundtrip(common::GET_LIVE).status, 200);
+
+    // A preface that begins as HTTP/2's and then goes wrong is a connection error too (RFC
+    // 9113 §3.4): a GOAWAY PROTOCOL_ERROR, not an HTTP/1.1 answer, then the close.
+    let mut raw = Client::connect(s.addr());
+    raw.send(b"PRI * HTTP/2.0\r\n\r\nXX\r\n\r\n");
+    let got = frames(&read_to_close(&mut raw));
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0].0, 7, "{got:?}");
+    assert_eq!(u32::from_be_bytes(got[0].1[4..8].try_into().unwrap()), 1, "PROTOCOL_ERROR");
+}
+
+/// Everything the server sends until it closes.
+fn read_to_close(raw: &mut Client) -> Vec<u8> {
     let mut got = Vec::new();
     let mut tmp = [0u8; 4096];
     while let Ok(n) = std::io::Read::read(&mut raw.stream, &mut tmp) {
@@ -472,9 +489,7 @@ fn openai_routes_over_h2c() {
         }
         got.extend_from_slice(&tmp[..n]);
     }
-    let goaway = frames(&got).into_iter().find(|(ty, _)| *ty == 7).expect("a GOAWAY frame");
-    assert_eq!(u32::from_be_bytes(goaway.1[4..8].try_into().unwrap()), 1, "PROTOCOL_ERROR");
-    assert_eq!(Client::connect(s.addr()).roundtrip(common::GET_LIVE).status, 200);
+    got
 }
 
 /// (type, payload) of every HTTP/2 frame in `bytes`.

@@ -40,7 +40,7 @@ Output: one line per case, then a pass/fail table per section. Exit status 1 whe
 fails, 2 when the server cannot be reached.
 
   python3 scripts/h2_conformance.py --port 8000 [--host 127.0.0.1] [--timeout 2]
-      [--path /v1/models] [--post-path /v1/completions] [-k SUBSTRING]
+      [--path /v1/models] [--post-path /v1/completions] [-k SUBSTRING] [--strict]
 
 --path is fetched with GET and must answer with a body of at least 5 bytes (the flow-control
 cases count its DATA bytes); --post-path is where bodies are sent (it should read the body).
@@ -649,6 +649,15 @@ def _(c, cfg):
 def _(c, cfg):
     c.send(b"PRI * HTTP/2.0\r\n\r\nXX\r\n\r\n" + frame(SETTINGS, 0, 0))
     expect_connection_error(c, PROTOCOL_ERROR)
+
+
+# Bytes that are no HTTP/2 preface at all (h2spec's own): the GOAWAY may be left out (RFC 9113
+# §3.4), so the close is what counts, in --strict mode as well. A server that also speaks
+# HTTP/1.1 on the port may answer with an HTTP/1.1 error first.
+@case("http2/3.5", "Sends bytes that are no connection preface at all")
+def _(c, cfg):
+    c.send(b"INVALID CONNECTION PREFACE\r\n\r\n")
+    expect_close(c)
 
 
 steps("http2/4.1", "Sends a frame of unknown type", F(0x16, 0, 0, b"\0" * 8), PG(b"unknown!"), ping_ack(b"unknown!"))

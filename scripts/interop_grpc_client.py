@@ -5,7 +5,7 @@ Usage: interop_grpc_client.py GRPC_PORT MODEL [--deterministic]
 Checks: server live/ready, model ready (and not ready for an unknown model), server and model
 metadata, model config, repository index, unary infer with max_tokens (typed as tritonclient
 sends it: BYTES as raw_input_contents), the same prompt over /v1/completions on the same port
-(same text), unknown model -> NOT_FOUND, bad input name -> INVALID_ARGUMENT, and a stream
+(same text), gzip- and deflate-compressed requests, unknown model -> NOT_FOUND, bad input name -> INVALID_ARGUMENT, and a stream
 with several requests and a bad one in the middle (the stream stays open; streamed pieces
 concatenate to the unary answer; the final piece says so). The text comparisons need a worker
 whose output depends only on the prompt (--deterministic: switchyard's mock worker). Exits
@@ -96,6 +96,13 @@ openai = json.load(urllib.request.urlopen(req, timeout=30))
 check(openai["choices"][0]["finish_reason"] == "length", "/v1/completions answers on the same port")
 if SAME:
     check(openai["choices"][0]["text"] == unary_text, "same text as /v1/completions on the same port")
+
+# Compressed requests (grpc-encoding gzip / deflate, as tritonclient sends them).
+for algorithm in ("gzip", "deflate"):
+    z = c.infer(MODEL, [text_input(PROMPT)], request_id="z1", parameters={"max_tokens": 5},
+                compression_algorithm=algorithm)
+    check(value(z, "finish_reason") == "length" and (value(z, "text_output") == unary_text or not SAME),
+          f"{algorithm}-compressed request answered")
 
 expect_status(lambda: c.infer("no-such-model", [text_input("x")]), "StatusCode.NOT_FOUND", "unknown model")
 bogus = grpcclient.InferInput("bogus", [1], "BYTES")

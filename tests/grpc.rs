@@ -464,6 +464,23 @@ fn openai_routes_over_h2c() {
     bad.extend_from_slice(&[0, 0, 0, 4, 0, 0, 0, 0, 0]); // empty SETTINGS
     bad.extend_from_slice(&[0, 0, 1, 0, 0, 0, 0, 0, 0, b'x']); // DATA, stream 0
     raw.send(&bad);
+    let got = read_to_close(&mut raw);
+    let goaway = frames(&got).into_iter().find(|(ty, _)| *ty == 7).expect("a GOAWAY frame");
+    assert_eq!(u32::from_be_bytes(goaway.1[4..8].try_into().unwrap()), 1, "PROTOCOL_ERROR");
+    assert_eq!(Client::connect(s.addr()).roundtrip(common::GET_LIVE).status, 200);
+
+    // A preface that begins as HTTP/2's and then goes wrong is a connection error too (RFC
+    // 9113 §3.4): a GOAWAY PROTOCOL_ERROR, not an HTTP/1.1 answer, then the close.
+    let mut raw = Client::connect(s.addr());
+    raw.send(b"PRI * HTTP/2.0\r\n\r\nXX\r\n\r\n");
+    let got = frames(&read_to_close(&mut raw));
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0].0, 7, "{got:?}");
+    assert_eq!(u32::from_be_bytes(got[0].1[4..8].try_into().unwrap()), 1, "PROTOCOL_ERROR");
+}
+
+/// Everything the server sends until it closes.
+fn read_to_close(raw: &mut Client) -> Vec<u8> {
     let mut got = Vec::new();
     let mut tmp = [0u8; 4096];
     while let Ok(n) = std::io::Read::read(&mut raw.stream, &mut tmp) {
@@ -472,9 +489,7 @@ fn openai_routes_over_h2c() {
         }
         got.extend_from_slice(&tmp[..n]);
     }
-    let goaway = frames(&got).into_iter().find(|(ty, _)| *ty == 7).expect("a GOAWAY frame");
-    assert_eq!(u32::from_be_bytes(goaway.1[4..8].try_into().unwrap()), 1, "PROTOCOL_ERROR");
-    assert_eq!(Client::connect(s.addr()).roundtrip(common::GET_LIVE).status, 200);
+    got
 }
 
 /// (type, payload) of every HTTP/2 frame in `bytes`.
@@ -565,5 +580,129 @@ fn stream_requests_run_concurrently() {
         let mut v2 = infer_request("v", vec![text_input("hi")], 2);
         v2.model_version = "2".into();
         assert_eq!(status_of(&mut c, &v2).await.0, Some(5));
+    });
+}
+
+#[test]
+fn grpc_timeout_ends_calls_with_deadline_exceeded_and_cancels_the_worker() {
+    let s = slow_grpc_setup("deadline");
+    let rt = h2c::runtime();
+    rt.block_on(async {
+        let mut c = h2c::connect(s.addr()).await;
+        // 40 tokens at 30 ms each (no natural end) take over a second; the deadline is 300 ms.
+        let long_request = |id: &str, inputs| {
+            let mut r = infer_request(id, inputs, 40);
+            r.parameters.insert(
+                "ignore_eos".into(),
+                InferParameter { parameter_choice: Some(ParameterChoice::BoolParam(true)) },
+            );
+            r
+        };
+        let long = h2c::frame(&long_request("d", vec![text_input("Tell me")]));
+        let t0 = Instant::now();
+        let r = h2c::call_with(&mut c, "ModelInfer", &[("grpc-timeout", "300m")], long.clone()).await;
+        let took = t0.elapsed();
+        assert_eq!(r.grpc_status(), Some(4), "{}", r.grpc_message());
+        assert!(r.grpc_message().contains("Deadline"), "{}", r.grpc_message());
+        assert!(took >= Duration::from_millis(290) && took < Duration::from_millis(1000), "answered after {took:?}");
+
+        // ModelStreamInfer: pieces come until the deadline, then the call ends with status 4.
+        let (mut st, _) = h2c::Stream::open_with(&mut c, "ModelStreamInfer", &[("grpc-timeout", "400m")]).await;
+        st.send(&long_request("s", vec![text_input("Tell me"), streaming_input(true)]));
+        let first: ModelStreamInferResponse = st.next().await.expect("a first piece");
+        assert_eq!(first.infer_response.expect("a piece").id, "s");
+        let trailers = st.trailers().await;
+        assert_eq!(trailers["grpc-status"], "4", "{trailers:?}");
+
+        // Both worker requests were cancelled.
+        let t0 = Instant::now();
+        while s.worker.stats().killed < 2 {
+            assert!(t0.elapsed() < Duration::from_secs(5), "worker requests not cancelled: {:?}", s.worker.stats());
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+
+        // A deadline far enough away changes nothing; a malformed one is INVALID_ARGUMENT.
+        let short = h2c::frame(&infer_request("ok", vec![text_input("Tell me")], 2));
+        let r = h2c::call_with(&mut c, "ModelInfer", &[("grpc-timeout", "20S")], short.clone()).await;
+        assert_eq!(r.grpc_status(), Some(0), "{}", r.grpc_message());
+        for bad in ["soon", "1.5S", "123456789m"] {
+            let r = h2c::call_with(&mut c, "ModelInfer", &[("grpc-timeout", bad)], short.clone()).await;
+            assert_eq!(r.grpc_status(), Some(3), "{bad}: {}", r.grpc_message());
+            assert!(r.grpc_message().contains("grpc-timeout"), "{}", r.grpc_message());
+        }
+    });
+}
+
+/// `msg` framed as one gRPC message compressed as `encoding` ("gzip" or "deflate").
+fn compressed_frame(msg: &impl prost::Message, encoding: &str) -> Vec<u8> {
+    use flate2::read::{GzEncoder, ZlibEncoder};
+    use std::io::Read;
+    let plain = msg.encode_to_vec();
+    let level = flate2::Compression::default();
+    let mut z = Vec::new();
+    let read = match encoding {
+        "gzip" => GzEncoder::new(&plain[..], level).read_to_end(&mut z),
+        _ => ZlibEncoder::new(&plain[..], level).read_to_end(&mut z),
+    };
+    read.expect("compressed");
+    [&[1u8][..], &(z.len() as u32).to_be_bytes(), &z].concat()
+}
+
+#[test]
+fn compressed_requests_are_read_and_unknown_encodings_are_unimplemented() {
+    let s = setup("compress", GRPC_ARGS, &[("DYN_HTTP_BODY_LIMIT_MB", "1")]);
+    let rt = h2c::runtime();
+    rt.block_on(async {
+        let mut c = h2c::connect(s.addr()).await;
+        let req = infer_request("z", vec![text_input("Tell me")], 3);
+        let plain: ModelInferResponse = h2c::unary(&mut c, "ModelInfer", &req).await.decode();
+        for enc in ["gzip", "deflate"] {
+            let r = h2c::call_with(&mut c, "ModelInfer", &[("grpc-encoding", enc)], compressed_frame(&req, enc)).await;
+            assert_eq!(r.grpc_status(), Some(0), "{enc}: {}", r.grpc_message());
+            assert_eq!(r.headers["grpc-accept-encoding"], "identity,deflate,gzip");
+            let resp: ModelInferResponse = r.decode();
+            assert_eq!(output(&resp, "text_output"), output(&plain, "text_output"), "{enc}");
+
+            // Compressed requests on a stream, beside an uncompressed one.
+            let (mut st, head) = h2c::Stream::open_with(&mut c, "ModelStreamInfer", &[("grpc-encoding", enc)]).await;
+            assert_eq!(head["grpc-accept-encoding"], "identity,deflate,gzip");
+            st.send_raw(compressed_frame(&infer_request("a", vec![text_input("Tell me")], 3), enc));
+            st.send(&infer_request("b", vec![text_input("Tell me")], 3));
+            let mut ids = Vec::new();
+            for _ in 0..2 {
+                let r: ModelStreamInferResponse = st.next().await.expect("a response");
+                let resp = r.infer_response.unwrap_or_else(|| panic!("error: {}", r.error_message));
+                assert_eq!(output(&resp, "text_output"), output(&plain, "text_output"));
+                ids.push(resp.id);
+            }
+            ids.sort();
+            assert_eq!(ids, ["a", "b"]);
+            assert_eq!(st.finish().await["grpc-status"], "0");
+        }
+        // `identity` is the same as no encoding.
+        let r = h2c::call_with(&mut c, "ModelInfer", &[("grpc-encoding", "identity")], h2c::frame(&req)).await;
+        assert_eq!(r.grpc_status(), Some(0), "{}", r.grpc_message());
+
+        // An encoding we do not read: UNIMPLEMENTED, naming it and the ones we read; the
+        // advertised list does not contain it.
+        let r = h2c::call_with(&mut c, "ModelInfer", &[("grpc-encoding", "snappy")], h2c::frame(&req)).await;
+        assert_eq!(r.grpc_status(), Some(12), "{}", r.grpc_message());
+        assert!(r.grpc_message().contains("snappy") && r.grpc_message().contains("gzip"), "{}", r.grpc_message());
+        assert_eq!(r.headers["grpc-accept-encoding"], "identity,deflate,gzip");
+        let (_, head) = h2c::Stream::open_with(&mut c, "ModelStreamInfer", &[("grpc-encoding", "br")]).await;
+        assert_eq!(head["grpc-status"], "12", "a trailers-only answer: {head:?}");
+
+        // The compressed flag without grpc-encoding is INTERNAL; bytes that do not inflate are
+        // INVALID_ARGUMENT; a message inflating past the body limit is RESOURCE_EXHAUSTED.
+        let r = h2c::raw_call(&mut c, "ModelInfer", compressed_frame(&req, "gzip")).await;
+        assert_eq!(r.grpc_status(), Some(13), "{}", r.grpc_message());
+        let r = h2c::call_with(&mut c, "ModelInfer", &[("grpc-encoding", "gzip")], vec![1, 0, 0, 0, 3, 1, 2, 3]).await;
+        assert_eq!(r.grpc_status(), Some(3), "{}", r.grpc_message());
+        let mut huge = infer_request("h", vec![text_input("Tell me")], 3);
+        huge.id = "x".repeat(3 * 1024 * 1024);
+        let r =
+            h2c::call_with(&mut c, "ModelInfer", &[("grpc-encoding", "gzip")], compressed_frame(&huge, "gzip")).await;
+        assert!(r.body.is_empty());
+        assert_eq!(r.grpc_status(), Some(8), "{}", r.grpc_message());
     });
 }

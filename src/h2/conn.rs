@@ -5,8 +5,11 @@
 //! (`into_poll_io`), which implements tokio's `AsyncRead`/`AsyncWrite` as `h2` needs; the
 //! bytes read while detecting the protocol are replayed through [`Prefixed`]. Polling
 //! `poll_accept` drives the whole connection (reads, writes, flow control, pings); the stream
-//! tasks only queue frames. Protocol errors are `h2`'s to answer (GOAWAY or RST_STREAM as
-//! RFC 9113 says); a failed connection ends only its own task.
+//! tasks only queue frames. Protocol errors are `h2`'s to answer (GOAWAY or RST_STREAM, then
+//! the close, as RFC 9113 says; for malformed frames and HPACK errors `h2` uses PROTOCOL_ERROR
+//! where the RFC names FRAME_SIZE_ERROR, COMPRESSION_ERROR or FLOW_CONTROL_ERROR, and it drops
+//! pseudo-header fields of request trailers unseen: `scripts/h2_conformance.py` lists both);
+//! a failed connection ends only its own task.
 //!
 //! A connection with no open stream for `idle_timeout` is closed the same graceful way.
 //!

@@ -44,6 +44,9 @@ pub enum Detected {
     Http1(BytesMut),
     /// The HTTP/2 connection preface, with the bytes read (preface included).
     H2(BytesMut),
+    /// A preface that starts as HTTP/2's (`PRI * HTTP/2.0`, a request line no HTTP/1.x client
+    /// sends) and then goes wrong: answered with [`refuse`].
+    BadPreface,
     /// The peer closed, the read failed or timed out, or the shard finished.
     Closed,
 }
@@ -56,6 +59,22 @@ pub fn classify(bytes: &[u8]) -> Option<bool> {
         return Some(false);
     }
     (n == PREFACE.len()).then_some(true)
+}
+
+/// Whether `bytes`, which are not the preface, begin as only an HTTP/2 client would.
+fn broken_preface(bytes: &[u8]) -> bool {
+    bytes.starts_with(&PREFACE[..14])
+}
+
+/// GOAWAY (last stream 0, PROTOCOL_ERROR) for a connection whose preface is invalid.
+const BAD_PREFACE_GOAWAY: &[u8] =
+    b"\x00\x00\x29\x07\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01invalid HTTP/2 connection preface";
+
+/// Answer an invalid connection preface as RFC 9113 §3.4 says: a connection error of type
+/// PROTOCOL_ERROR (the GOAWAY, then the close).
+pub async fn refuse(mut stream: TcpStream) {
+    let (_, _) = monoio::io::AsyncWriteRentExt::write_all(&mut stream, BAD_PREFACE_GOAWAY).await;
+    let _ = monoio::io::AsyncWriteRent::shutdown(&mut stream).await;
 }
 
 /// Read a new connection's first bytes until they tell HTTP/2 from HTTP/1.1. Waits at most
@@ -77,6 +96,7 @@ pub async fn detect(stream: &mut TcpStream, wait: Duration, gate: &Gate) -> Dete
         };
         match classify(&buf) {
             Some(true) => return Detected::H2(buf),
+            Some(false) if broken_preface(&buf) => return Detected::BadPreface,
             Some(false) => return Detected::Http1(buf),
             None => {}
         }
@@ -198,6 +218,10 @@ mod tests {
         let mut longer = PREFACE.to_vec();
         longer.extend_from_slice(b"\x00\x00\x00\x04\x00");
         assert_eq!(classify(&longer), Some(true));
+        assert!(broken_preface(b"PRI * HTTP/2.0\r\n\r\nXX\r\n\r\n"));
+        assert!(!broken_preface(b"PRI * HTTP/1.1\r\n\r\n"));
+        assert!(!broken_preface(b"GET / HTTP/1.1\r\n"));
+        assert_eq!(BAD_PREFACE_GOAWAY.len(), 9 + BAD_PREFACE_GOAWAY[2] as usize);
     }
 
     #[test]

@@ -13,6 +13,10 @@
 //! `application/grpc`. Answers with `--kserve-grpc-server` only; without it every call is
 //! UNIMPLEMENTED. Errors are gRPC statuses ([`crate::error::Kind::grpc_code`]); nothing here
 //! closes the connection, which other streams share.
+//!
+//! A call's `grpc-timeout` bounds it: when the deadline passes before the answer is ready the
+//! call ends with DEADLINE_EXCEEDED and its work is dropped, which cancels the worker request.
+//! Compressed requests (`grpc-encoding` gzip or deflate) are read, see [`grpc::Encoding`].
 
 pub mod grpc;
 pub mod infer;
@@ -21,6 +25,7 @@ pub mod pb;
 pub mod stream;
 
 use std::rc::Rc;
+use std::time::Instant;
 
 use bytes::Bytes;
 use h2::server::SendResponse;
@@ -29,7 +34,7 @@ use h2::RecvStream;
 use crate::error::{Error, Kind};
 use crate::h2::body;
 use crate::shard::ShardCtx;
-use grpc::{decode, frame, Decoder};
+use grpc::{decode, frame, Decoder, Encoding};
 
 /// The path prefix of the service's methods.
 pub const SERVICE: &str = "/inference.GRPCInferenceService/";
@@ -46,22 +51,41 @@ pub async fn serve(ctx: &Rc<ShardCtx>, req: http::Request<RecvStream>, respond: 
         Some(m) if parts.method == http::Method::POST => m,
         _ => return grpc::fail(respond, &Error::new(Kind::NotImplemented, format!("unknown method {path}"))),
     };
-    let max = ctx.conn.limits.max_body_bytes;
-    if method == "ModelStreamInfer" {
-        return stream::serve(ctx, recv, respond, max).await;
-    }
-    let msg = match read_one(&mut recv, max).await {
-        Ok(m) => m,
-        Err(Some(e)) => return grpc::fail(respond, &e),
-        Err(None) => return,
+    let call = match (Encoding::of(&parts.headers), grpc::deadline(&parts.headers)) {
+        (Ok(encoding), Ok(deadline)) => Call { max: ctx.conn.limits.max_body_bytes, encoding, deadline },
+        (Err(e), _) | (_, Err(e)) => return grpc::fail(respond, &e),
     };
-    let result = unary(ctx, method, msg).await;
-    grpc::unary(respond, result).await
+    if method == "ModelStreamInfer" {
+        return stream::serve(ctx, recv, respond, call).await;
+    }
+    let answer = async {
+        let msg = read_one(&mut recv, &call).await?;
+        Ok::<_, Option<Error>>(unary(ctx, method, msg).await)
+    };
+    let result = monoio::select! {
+        r = answer => r,
+        _ = grpc::until(call.deadline) => Err(Some(grpc::expired())),
+    };
+    match result {
+        Ok(result) => grpc::unary(respond, result).await,
+        Err(Some(e)) => grpc::fail(respond, &e),
+        Err(None) => {}
+    }
+}
+
+/// How one call reads its request messages, and when it must be answered by.
+#[derive(Clone, Copy, Debug)]
+pub struct Call {
+    /// Most bytes of one message (compressed or inflated).
+    pub max: usize,
+    pub encoding: Encoding,
+    /// From `grpc-timeout`.
+    pub deadline: Option<Instant>,
 }
 
 /// The one message of a unary call. `Err(None)`: the client reset the stream.
-async fn read_one(recv: &mut RecvStream, max: usize) -> Result<Bytes, Option<Error>> {
-    let mut decoder = Decoder::new(max);
+async fn read_one(recv: &mut RecvStream, call: &Call) -> Result<Bytes, Option<Error>> {
+    let mut decoder = Decoder::new(call.max, call.encoding);
     let mut msg = None;
     loop {
         while let Some(m) = decoder.next_message()? {

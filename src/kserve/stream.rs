@@ -14,10 +14,12 @@
 //! messages wait in flow control until one finishes.
 //!
 //! The call ends with status OK once the client has closed its side and every request is
-//! answered. Only a framing failure (oversized or compressed message, a message cut by the
-//! end of the stream) ends it with another status: the rest of the byte stream cannot be
-//! trusted after it. A client that resets the stream (or goes away) stops the writer; each
-//! task notices at its next response and drops its worker stream, which cancels the request.
+//! answered. A framing failure (oversized message, one that does not inflate, a message cut
+//! by the end of the stream) ends it with another status: the rest of the byte stream cannot
+//! be trusted after it. So does the call's deadline (`grpc-timeout`): DEADLINE_EXCEEDED, and
+//! every request still running is dropped at once, which cancels its worker request. A
+//! client that resets the stream (or goes away) stops the writer; each task notices at its
+//! next response and drops its worker stream, which cancels the request.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -26,9 +28,10 @@ use bytes::Bytes;
 use h2::server::SendResponse;
 use h2::RecvStream;
 
-use super::grpc::{decode, Decoder, Replies};
+use super::grpc::{self, decode, Decoder, Replies};
 use super::infer::{self, Answer, TextRequest};
 use super::pb::{ModelInferRequest, ModelStreamInferResponse};
+use super::Call;
 use crate::error::{Error, Kind};
 use crate::h2::body;
 use crate::shard::{local, ShardCtx};
@@ -36,17 +39,23 @@ use crate::shard::{local, ShardCtx};
 /// Most requests of one stream answered at the same time.
 pub const MAX_IN_FLIGHT: usize = 256;
 
-/// Serve one `ModelStreamInfer` call; `max` bounds each request message.
-pub async fn serve(ctx: &Rc<ShardCtx>, recv: RecvStream, respond: SendResponse<Bytes>, max: usize) {
+/// Serve one `ModelStreamInfer` call.
+pub async fn serve(ctx: &Rc<ShardCtx>, recv: RecvStream, respond: SendResponse<Bytes>, call: Call) {
     let Some(mut out) = Replies::start(respond) else { return };
     let (tx, mut rx) = local::channel::<ModelStreamInferResponse>();
     let ending: Rc<RefCell<Option<Error>>> = Rc::default();
-    monoio::spawn(read_requests(ctx.clone(), recv, max, tx, ending.clone()));
+    monoio::spawn(read_requests(ctx.clone(), recv, call, tx, ending.clone()));
+    // One timer for the whole call, not one per message.
+    let mut expiry = std::pin::pin!(grpc::until(call.deadline));
     loop {
         let next = monoio::select! {
             m = rx.recv() => m,
             // Dropping `rx` tells every task the client is gone.
             _ = body::reset(out.stream()) => return,
+            _ = &mut expiry => {
+                *ending.borrow_mut() = Some(grpc::expired());
+                break;
+            }
         };
         match next {
             Some(msg) => {
@@ -67,11 +76,12 @@ pub async fn serve(ctx: &Rc<ShardCtx>, recv: RecvStream, respond: SendResponse<B
 async fn read_requests(
     ctx: Rc<ShardCtx>,
     mut recv: RecvStream,
-    max: usize,
+    call: Call,
     tx: local::Sender<ModelStreamInferResponse>,
     ending: Rc<RefCell<Option<Error>>>,
 ) {
-    let mut decoder = Decoder::new(max);
+    let mut decoder = Decoder::new(call.max, call.encoding);
+    let mut expiry = std::pin::pin!(grpc::until(call.deadline));
     // Each task reports its end here, so the reader knows how many are running.
     let (done_tx, mut done_rx) = local::channel::<()>();
     let mut running = 0usize;
@@ -93,7 +103,10 @@ async fn read_requests(
                 running += 1;
                 let (ctx, tx, done) = (ctx.clone(), tx.clone(), done_tx.clone());
                 monoio::spawn(async move {
-                    one(ctx, msg, tx).await;
+                    monoio::select! {
+                        _ = one(ctx, msg, tx) => {},
+                        _ = grpc::until(call.deadline) => {},
+                    }
                     let _ = done.send(());
                 });
                 continue;
@@ -104,7 +117,11 @@ async fn read_requests(
                 return;
             }
         }
-        match body::next_data(&mut recv).await {
+        let next = monoio::select! {
+            next = body::next_data(&mut recv) => next,
+            _ = &mut expiry => return,
+        };
+        match next {
             Some(Ok(chunk)) => decoder.push(&chunk),
             // Reset by the client, or the connection is gone.
             Some(Err(_)) => return,

@@ -369,6 +369,7 @@ async fn connection(mut stream: monoio::net::TcpStream, ctx: Rc<ShardCtx>, servi
                 crate::h2::conn::Timeouts { handshake: ctx.conn.header_timeout, idle: ctx.conn.idle_timeout };
             crate::h2::conn::serve(stream, read, service, &settings, timeouts, &ctx.gate).await
         }
+        Detected::BadPreface => crate::h2::refuse(stream).await,
         Detected::Closed => {}
     }
     ctx.metrics.connection_closed();

@@ -80,14 +80,29 @@ pub async fn request(
     content_type: &str,
     body: Vec<u8>,
 ) -> Reply {
+    let mut headers = Vec::new();
+    if !content_type.is_empty() {
+        headers.push(("content-type", content_type));
+    }
+    if content_type.starts_with("application/grpc") {
+        headers.push(("te", "trailers"));
+    }
+    request_with(client, method, path, &headers, body).await
+}
+
+/// As [`request`], with the request headers given.
+pub async fn request_with(
+    client: &mut SendRequest<Bytes>,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Vec<u8>,
+) -> Reply {
     let fut = async {
         let mut c = client.clone().ready().await.expect("ready");
         let mut req = http::Request::builder().method(method).uri(format!("http://localhost{path}"));
-        if !content_type.is_empty() {
-            req = req.header("content-type", content_type);
-        }
-        if content_type.starts_with("application/grpc") {
-            req = req.header("te", "trailers");
+        for (k, v) in headers {
+            req = req.header(*k, *v);
         }
         let (resp, mut send) = c.send_request(req.body(()).unwrap(), body.is_empty()).expect("send");
         if !body.is_empty() {
@@ -121,6 +136,14 @@ pub async fn raw_call(client: &mut SendRequest<Bytes>, method: &str, body: Vec<u
     request(client, "POST", &path, "application/grpc", body).await
 }
 
+/// A gRPC call with extra request headers (`grpc-timeout`, `grpc-encoding`, ...).
+pub async fn call_with(client: &mut SendRequest<Bytes>, method: &str, extra: &[(&str, &str)], body: Vec<u8>) -> Reply {
+    let path = format!("/inference.GRPCInferenceService/{method}");
+    let mut headers = vec![("content-type", "application/grpc"), ("te", "trailers")];
+    headers.extend_from_slice(extra);
+    request_with(client, "POST", &path, &headers, body).await
+}
+
 /// An open bidirectional call.
 pub struct Stream {
     send: SendStream<Bytes>,
@@ -130,14 +153,25 @@ pub struct Stream {
 
 impl Stream {
     pub async fn open(client: &mut SendRequest<Bytes>, method: &str) -> (Stream, http::HeaderMap) {
+        Stream::open_with(client, method, &[]).await
+    }
+
+    /// As [`Stream::open`], with extra request headers.
+    pub async fn open_with(
+        client: &mut SendRequest<Bytes>,
+        method: &str,
+        extra: &[(&str, &str)],
+    ) -> (Stream, http::HeaderMap) {
         let mut c = client.clone().ready().await.expect("ready");
-        let req = http::Request::builder()
+        let mut req = http::Request::builder()
             .method("POST")
             .uri(format!("http://localhost/inference.GRPCInferenceService/{method}"))
             .header("content-type", "application/grpc")
-            .header("te", "trailers")
-            .body(())
-            .unwrap();
+            .header("te", "trailers");
+        for (k, v) in extra {
+            req = req.header(*k, *v);
+        }
+        let req = req.body(()).unwrap();
         let (resp, send) = c.send_request(req, false).expect("send");
         let resp = tokio::time::timeout(Duration::from_secs(10), resp).await.expect("head in time").expect("head");
         let (parts, recv) = resp.into_parts();
@@ -176,5 +210,16 @@ impl Stream {
             let _ = c;
         }
         self.recv.trailers().await.expect("trailers").expect("trailers present")
+    }
+
+    /// Read what is left of the response (without closing our side) and its trailers.
+    pub async fn trailers(mut self) -> http::HeaderMap {
+        let rest = async {
+            while let Some(c) = self.recv.data().await {
+                let _ = c;
+            }
+            self.recv.trailers().await.expect("trailers").expect("trailers present")
+        };
+        tokio::time::timeout(Duration::from_secs(10), rest).await.expect("trailers in time")
     }
 }

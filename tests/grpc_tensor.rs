@@ -4,9 +4,12 @@
 //! from the card's `tensor_model_config` (and from a `triton_model_config`, which
 //! supersedes it), unary inference with typed and raw data, the statuses of bad requests and
 //! of a failing worker, ModelStreamInfer with several responses per request and errors that
-//! leave the stream open, and the OpenAI routes refusing the model.
+//! leave the stream open, a reset stream cancelling its worker request, and the OpenAI routes
+//! refusing the model.
 
 mod common;
+
+use std::time::{Duration, Instant};
 
 use common::h2c;
 use common::Client;
@@ -299,4 +302,33 @@ fn openai_routes_refuse_a_tensor_model() {
     // Still listed, as Dynamo lists it.
     let r = Client::connect(s.addr()).roundtrip(b"GET /v1/models HTTP/1.1\r\n\r\n");
     assert_eq!(r.json()["data"][0]["id"], "echo");
+}
+
+#[test]
+fn a_reset_stream_cancels_the_worker_request() {
+    let s = setup("rst", "echo", None);
+    h2c::runtime().block_on(async {
+        let mut c = h2c::connect(s.addr()).await;
+        let (mut st, _) = h2c::Stream::open(&mut c, "ModelStreamInfer").await;
+        // 50 responses, 40 ms apart: the request is still running when the client goes.
+        let long =
+            with_param(request("long", vec![ints("INPUT0", vec![1])]), "repeat", ParameterChoice::Int64Param(50));
+        st.send(&with_param(long, "delay_ms", ParameterChoice::Int64Param(40)));
+        let first: ModelStreamInferResponse = st.next().await.expect("a first response");
+        assert_eq!(first.infer_response.unwrap().id, "long");
+        drop(st); // dropping both halves resets the stream
+        let t0 = Instant::now();
+        while s.worker.stats().killed < 1 {
+            assert!(
+                t0.elapsed() < Duration::from_secs(5),
+                "the worker request was not cancelled: {:?}",
+                s.worker.stats()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(s.worker.stats().completed, 0);
+        // The connection still serves.
+        let ok = h2c::unary(&mut c, "ModelInfer", &request("ok", vec![ints("INPUT0", vec![1])])).await;
+        assert_eq!(ok.grpc_status(), Some(0), "{}", ok.grpc_message());
+    });
 }

@@ -58,6 +58,23 @@ fn bytes_element(b: &[u8]) -> Vec<u8> {
     out
 }
 
+/// `/metrics` counts `started` tensor requests of `request_type` for model echo, and the
+/// finished ones by (error_type, status, count).
+fn assert_counts(s: &Setup, request_type: &str, started: u64, finished: &[(&str, &str, u64)]) {
+    let r = Client::connect(s.addr()).roundtrip(b"GET /metrics HTTP/1.1\r\n\r\n");
+    let text = String::from_utf8_lossy(&r.body).into_owned();
+    let m = format!("model=\"echo\",request_type=\"{request_type}\"");
+    let mut want = vec![format!("dynamo_frontend_requests_started_total{{endpoint=\"tensor\",{m}}} {started}")];
+    for (error_type, status, n) in finished {
+        want.push(format!(
+            "dynamo_frontend_requests_total{{endpoint=\"tensor\",error_type=\"{error_type}\",{m},status=\"{status}\"}} {n}"
+        ));
+    }
+    for line in want {
+        assert!(text.lines().any(|l| l == line), "no `{line}` in\n{text}");
+    }
+}
+
 #[test]
 fn metadata_and_config_come_from_the_card() {
     let s = setup("meta", "echo", None);
@@ -226,6 +243,8 @@ fn bad_requests_and_worker_failures_get_statuses() {
         let ok = h2c::unary(&mut c, "ModelInfer", &request("ok", vec![ints("INPUT0", vec![1])])).await;
         assert_eq!(ok.grpc_status(), Some(0), "{}", ok.grpc_message());
     });
+    // Counted as Dynamo counts them: the valid requests only, with endpoint "tensor".
+    assert_counts(&s, "unary", 4, &[("", "success", 1), ("validation", "error", 1), ("internal", "error", 2)]);
 }
 
 #[test]
@@ -281,6 +300,7 @@ fn stream_infer_on_a_tensor_model() {
         let trailers = st.finish().await;
         assert_eq!(trailers["grpc-status"], "0");
     });
+    assert_counts(&s, "stream", 3, &[("", "success", 2), ("validation", "error", 1)]);
 }
 
 #[test]

@@ -109,7 +109,7 @@ async fn unary(ctx: &Rc<ShardCtx>, method: &str, msg: Bytes) -> Result<Bytes, Er
 async fn model_infer(ctx: &Rc<ShardCtx>, req: pb::ModelInferRequest) -> Result<pb::ModelInferResponse, Error> {
     meta::known(&ctx.registry(), &req.model_name, &req.model_version)?;
     if tensor::is_tensor(ctx, &req.model_name) {
-        return tensor::start(ctx, req).await?.whole().await;
+        return tensor::start(ctx, req, false).await?.whole().await;
     }
     let r = infer::parse(&req)?;
     if r.stream {

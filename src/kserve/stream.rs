@@ -192,7 +192,7 @@ async fn one(ctx: Rc<ShardCtx>, msg: Bytes, tx: local::Sender<ModelStreamInferRe
 
 /// Answer one request for a tensor model: every worker response is a stream response.
 async fn tensor_one(ctx: &Rc<ShardCtx>, req: ModelInferRequest, tx: &local::Sender<ModelStreamInferResponse>) {
-    let mut call = match super::tensor::start(ctx, req).await {
+    let mut call = match super::tensor::start(ctx, req, true).await {
         Ok(c) => c,
         Err(e) => {
             let _ = tx.send(error_reply(&e));

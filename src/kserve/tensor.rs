@@ -17,17 +17,21 @@
 //!   INTERNAL) with the message `<class>: <message>` (1.6.1 answers INTERNAL for all);
 //!   request-plane failures are UNAVAILABLE. Routing and retries before the first response
 //!   are [`crate::service::dispatch`]'s, as for every model.
+//! * Metrics: a valid request is counted with `endpoint="tensor"` (`request_type` unary or
+//!   stream), as Dynamo counts it; requests refused before that are not.
 
 use super::pb::infer_parameter::ParameterChoice;
 use super::pb::model_infer_response::InferOutputTensor;
 use super::pb::{InferParameter, InferTensorContents, ModelInferRequest, ModelInferResponse};
 use super::tensor_meta::kserve_name;
 use crate::error::{Error, Kind};
+use crate::metrics::{Endpoint, Outcome};
 use crate::plane::callback::StreamItem;
 use crate::plane::payload::DynamoError;
 use crate::plane::stream::StreamEvent;
 use crate::plane::tensor::{DataType, ParamValue, Params, Tensor, TensorData, TensorResponse};
 use crate::service::dispatch::{dispatch, Started};
+use crate::service::tracker::Tracker;
 use crate::shard::ShardCtx;
 use std::rc::Rc;
 
@@ -42,6 +46,9 @@ pub struct Call {
     pub empty_final: bool,
     started: Started,
     done: bool,
+    /// The request's metrics (`endpoint="tensor"`); a call dropped before its end counts
+    /// as cancelled.
+    track: Tracker,
 }
 
 /// Whether `model` is a tensor model of the shard's snapshot.
@@ -49,8 +56,9 @@ pub fn is_tensor(ctx: &ShardCtx, model: &str) -> bool {
     ctx.registry().serving.get(model).is_some_and(|s| s.tensor.is_some())
 }
 
-/// Check and send a request for a tensor model (known to the caller to be one).
-pub async fn start(ctx: &Rc<ShardCtx>, req: ModelInferRequest) -> Result<Call, Error> {
+/// Check and send a request for a tensor model (known to the caller to be one); `stream`:
+/// it came on ModelStreamInfer.
+pub async fn start(ctx: &Rc<ShardCtx>, req: ModelInferRequest, stream: bool) -> Result<Call, Error> {
     let registry = ctx.registry();
     let name = req.model_name.clone();
     let serving = registry
@@ -70,8 +78,16 @@ pub async fn start(ctx: &Rc<ShardCtx>, req: ModelInferRequest) -> Result<Call, E
     );
     let id = req.id.clone();
     let mut converted = super::tensor_in::convert(req, &name, &model)?;
-    let started = dispatch(ctx, &name, &serving, None, &mut converted.wire).await?;
-    Ok(Call { model: name, id, raw: converted.raw, empty_final, started, done: false })
+    // As Dynamo, a request is counted once it is valid.
+    let mut track = Tracker::start_endpoint(ctx, &name, Endpoint::Tensor, stream);
+    let started = match dispatch(ctx, &name, &serving, None, &mut converted.wire).await {
+        Ok(s) => s,
+        Err(e) => {
+            track.fail(&e);
+            return Err(e);
+        }
+    };
+    Ok(Call { model: name, id, raw: converted.raw, empty_final, started, done: false, track })
 }
 
 /// The error a worker's error item stands for.
@@ -88,6 +104,16 @@ fn worker_error(e: &DynamoError) -> Error {
 impl Call {
     /// The next worker response, converted; `None` once the worker's stream is complete.
     pub async fn next(&mut self) -> Option<Result<ModelInferResponse, Error>> {
+        let next = self.next_response().await;
+        match &next {
+            None => self.track.finish(Outcome::Success, None),
+            Some(Err(e)) => self.track.fail(e),
+            Some(Ok(_)) => {}
+        }
+        next
+    }
+
+    async fn next_response(&mut self) -> Option<Result<ModelInferResponse, Error>> {
         while !self.done {
             match self.started.next().await {
                 None | Some(Ok(StreamEvent::CompleteFinal | StreamEvent::Sentinel)) => self.done = true,
@@ -120,11 +146,20 @@ impl Call {
 
     /// The one response of a unary call.
     pub async fn whole(mut self) -> Result<ModelInferResponse, Error> {
-        let first = match self.next().await {
+        let result = self.fold().await;
+        match &result {
+            Ok(_) => self.track.finish(Outcome::Success, None),
+            Err(e) => self.track.fail(e),
+        }
+        result
+    }
+
+    async fn fold(&mut self) -> Result<ModelInferResponse, Error> {
+        let first = match self.next_response().await {
             Some(r) => r?,
             None => return Err(Error::new(Kind::Internal, "No response received")),
         };
-        match self.next().await {
+        match self.next_response().await {
             None => Ok(first),
             Some(Err(e)) => Err(e),
             Some(Ok(_)) => Err(Error::new(Kind::Internal, "Multiple responses in non-streaming mode")),

@@ -23,7 +23,7 @@ pub mod ops;
 mod passthrough;
 pub mod pipeline;
 pub mod routes;
-mod tracker;
+pub(crate) mod tracker;
 
 use std::rc::Rc;
 

@@ -8,7 +8,8 @@
 //! Serving data per model ([`Serving`]): the parsed model files, one tokenizer instance *per
 //! shard* (shard `i` only ever touches `tokenizers[i]`, so no instance is shared between
 //! threads), and the workers that serve it. `model_input = Text` models need neither files nor
-//! tokenizer (the request is forwarded as sent). Model files are read from the paths the card
+//! tokenizer (the request is forwarded as sent); `model_input = Tensor` models carry their
+//! decoded `tensor_model_config` instead. Model files are read from the paths the card
 //! names, verified against their checksums — in shared storage, or downloaded from the
 //! worker's URLs ([`crate::discovery::cardfiles`]).
 
@@ -107,6 +108,7 @@ impl Builder {
                 continue;
             }
             let input = served.card.model_input;
+            let mut tensor = None;
             let tokens = match input {
                 ModelInput::Tokens => match self.model_dir(&served.card).and_then(|dir| self.load(&dir)) {
                     Ok((files, tokenizers)) => Some(TokensModel { files, tokenizers }),
@@ -117,9 +119,22 @@ impl Builder {
                 },
                 // Forwarded as the client sent it: no files, no tokenizer.
                 ModelInput::Text => None,
-                _ => {
+                // Tensors in and out, described by the card's `tensor_model_config`.
+                ModelInput::Tensor => {
+                    match crate::kserve::tensor_meta::load(served.card.extra.get("tensor_model_config")) {
+                        Ok(t) => {
+                            tensor = Some(Arc::new(t));
+                            None
+                        }
+                        Err(e) => {
+                            crate::log::error(&format!("model {}: not served: {e}", served.model));
+                            continue;
+                        }
+                    }
+                }
+                ModelInput::Unknown => {
                     crate::log::error(&format!(
-                        "model {}: not served: only Tokens and Text models are supported",
+                        "model {}: not served: only Tokens, Text and Tensor models are supported",
                         served.model
                     ));
                     continue;
@@ -133,7 +148,7 @@ impl Builder {
                 max_num_seqs: card.runtime_config.max_num_seqs.unwrap_or(0),
                 total_kv_blocks: card.runtime_config.total_kv_blocks.unwrap_or(0),
             };
-            let serving = Serving { tokens, workers: vec![worker], mdc_sum: Some(card.mdc_sum()), limits };
+            let serving = Serving { tokens, tensor, workers: vec![worker], mdc_sum: Some(card.mdc_sum()), limits };
             registry.serving.insert(served.model.clone(), Arc::new(serving));
         }
         // Only models that can be served are listed.

@@ -60,12 +60,24 @@ pub struct TokensModel {
     pub tokenizers: std::sync::Arc<Vec<crate::tokenize::Tokenizer>>,
 }
 
+/// What a `model_input = Tensor` model declares about its tensors (see
+/// [`crate::kserve::tensor_meta`]).
+#[derive(Clone, Debug)]
+pub struct TensorModel {
+    /// The card's `tensor_model_config`.
+    pub config: crate::plane::tensor::TensorModelConfig,
+    /// Its `triton_model_config`, decoded; when present it supersedes `config`.
+    pub triton: Option<crate::kserve::pb::ModelConfig>,
+}
+
 /// What a shard needs to serve one model.
 #[derive(Clone, Debug)]
 pub struct Serving {
     /// `Some` for `model_input = Tokens` (the frontend tokenizes); `None` for
     /// `model_input = Text` (the OpenAI request is forwarded as the client sent it).
     pub tokens: Option<TokensModel>,
+    /// `Some` for `model_input = Tensor`: served over KServe gRPC only.
+    pub tensor: Option<std::sync::Arc<TensorModel>>,
     pub workers: Vec<Worker>,
     /// The card checksum sent with every request.
     pub mdc_sum: Option<String>,

@@ -37,13 +37,7 @@ mod tempdir {
 
 impl Drop for Setup {
     fn drop(&mut self) {
-        if let Some(c) = self.control.take() {
-            c.stop();
-        }
-        if let Some(s) = self.server.take() {
-            s.shutdown();
-        }
-        self.worker.stop();
+        common::stack::stop_all(self.control.take(), self.server.take(), &mut self.worker);
     }
 }
 

@@ -6,48 +6,20 @@
 mod common;
 
 use std::collections::HashMap;
-use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::h2c::{self, Reply};
 use common::Client;
-use switchyard::control::{Backend, Control};
 use switchyard::kserve::pb::infer_parameter::ParameterChoice;
 use switchyard::kserve::pb::model_infer_request::InferInputTensor;
 use switchyard::kserve::pb::*;
-use switchyard::shard::Server;
 use switchyard::tokenize::ModelFiles;
-use switchyard::worker::{MockConfig, MockWorker};
+use switchyard::worker::MockConfig;
 
 const ANSWER: &str = "Hello world! The quick brown fox jumps over the lazy dog.";
 const MODEL: &str = "qwen3-mock";
 
-struct Setup {
-    server: Option<Server>,
-    control: Option<Control>,
-    worker: MockWorker,
-    store: PathBuf,
-}
-
-impl Drop for Setup {
-    fn drop(&mut self) {
-        if let Some(c) = self.control.take() {
-            c.stop();
-        }
-        if let Some(s) = self.server.take() {
-            s.shutdown();
-        }
-        self.worker.stop();
-        let _ = std::fs::remove_dir_all(&self.store);
-    }
-}
-
-impl Setup {
-    fn addr(&self) -> std::net::SocketAddr {
-        self.server.as_ref().unwrap().addr
-    }
-}
+type Setup = common::stack::Stack;
 
 /// A two-shard frontend with `args`/`env` and one fast mock worker, once the model is listed.
 fn setup(tag: &str, args: &[&str], env: &[(&str, &str)]) -> Setup {
@@ -58,33 +30,8 @@ fn setup(tag: &str, args: &[&str], env: &[(&str, &str)]) -> Setup {
 fn setup_with(tag: &str, args: &[&str], env: &[(&str, &str)], mock: MockConfig) -> Setup {
     let dir = common::qwen3_dir();
     let script = ModelFiles::load(&dir).unwrap().tokenizer().unwrap().encode(ANSWER).unwrap();
-    let store = std::env::temp_dir().join(format!("sy-grpc-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&store);
-    std::fs::create_dir_all(&store).unwrap();
-    let worker =
-        MockWorker::start(MockConfig { script: Some(script), model_name: MODEL.into(), model_dir: Some(dir), ..mock })
-            .unwrap();
-    worker.register_file(&store).unwrap();
-    let mut all = vec!["--discovery-backend", "file"];
-    all.extend_from_slice(args);
-    let cfg = Arc::new(common::config(&all, env));
-    let server = Server::start(cfg.clone()).unwrap();
-    let control = Control::start(&cfg, &server, Backend::File(store.clone())).unwrap();
-    let s = Setup { server: Some(server), control: Some(control), worker, store };
-    wait_model(s.addr());
-    s
-}
-
-/// Wait until 8 fresh connections in a row (so both shards) list the model.
-fn wait_model(addr: std::net::SocketAddr) {
-    let t0 = Instant::now();
-    let mut streak = 0;
-    while streak < 8 {
-        let r = Client::connect(addr).roundtrip(b"GET /v1/models HTTP/1.1\r\n\r\n");
-        streak = if r.json()["data"].as_array().is_some_and(|d| !d.is_empty()) { streak + 1 } else { 0 };
-        assert!(t0.elapsed() < Duration::from_secs(20), "the model never appeared");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let mock = MockConfig { script: Some(script), model_name: MODEL.into(), model_dir: Some(dir), ..mock };
+    common::stack::Stack::start(&format!("grpc-{tag}"), mock, args, env)
 }
 
 const GRPC_ARGS: &[&str] = &["--kserve-grpc-server", "--grpc-metrics-port", "0"];
@@ -245,7 +192,7 @@ fn health_metadata_config_and_index() {
         assert_eq!(unknown.grpc_status(), Some(12), "UNIMPLEMENTED");
     });
     // The ops routes are also served on --grpc-metrics-port.
-    let metrics = s.server.as_ref().unwrap().metrics_addr.expect("metrics port bound");
+    let metrics = s.server().metrics_addr.expect("metrics port bound");
     assert_eq!(Client::connect(metrics).roundtrip(common::GET_LIVE).status, 200);
 }
 

@@ -97,8 +97,8 @@ pub fn raw_bytes_elements(mut raw: &[u8]) -> Result<Vec<&[u8]>, Error> {
     Ok(out)
 }
 
-/// Check and convert a request.
-pub fn parse(req: &ModelInferRequest) -> Result<TextRequest, Error> {
+/// Whether a request's data is raw; `raw_input_contents`, when used, must hold every input.
+pub fn raw_layout(req: &ModelInferRequest) -> Result<bool, Error> {
     let raw = !req.raw_input_contents.is_empty();
     if raw && req.raw_input_contents.len() != req.inputs.len() {
         return Err(invalid(format!(
@@ -107,6 +107,12 @@ pub fn parse(req: &ModelInferRequest) -> Result<TextRequest, Error> {
             req.inputs.len()
         )));
     }
+    Ok(raw)
+}
+
+/// Check and convert a request.
+pub fn parse(req: &ModelInferRequest) -> Result<TextRequest, Error> {
+    let raw = raw_layout(req)?;
     let mut prompt: Option<String> = None;
     let mut stream: Option<bool> = None;
     for (i, input) in req.inputs.iter().enumerate() {

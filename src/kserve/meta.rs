@@ -1,9 +1,9 @@
 //! The KServe v2 health and metadata calls, answered from the shard's Registry snapshot.
 //!
-//! Every served model is a completions-backed model here (tensor models are not served yet),
-//! described as Dynamo's KServe frontend describes one: platform and backend `dynamo`,
-//! version `1`, inputs `text_input` (BYTES `[1]`) and optional `streaming` (BOOL `[1]`),
-//! outputs `text_output` and `finish_reason` (BYTES `[-1]`).
+//! A completions-backed model is described as Dynamo's KServe frontend describes one:
+//! platform and backend `dynamo`, version `1`, inputs `text_input` (BYTES `[1]`) and optional
+//! `streaming` (BOOL `[1]`), outputs `text_output` and `finish_reason` (BYTES `[-1]`). A
+//! tensor model by what its card declares ([`super::tensor_meta`]).
 
 use super::pb::model_metadata_response::TensorMetadata;
 use super::pb::repository_index_response::ModelIndex;
@@ -48,8 +48,16 @@ fn tensor(name: &str, datatype: &str, shape: i64) -> TensorMetadata {
     TensorMetadata { name: name.to_string(), datatype: datatype.to_string(), shape: vec![shape] }
 }
 
+/// The tensor description of `name`, when it is a tensor model.
+fn tensor_model(registry: &Registry, name: &str) -> Option<std::sync::Arc<crate::registry::TensorModel>> {
+    registry.serving.get(name).and_then(|s| s.tensor.clone())
+}
+
 pub fn model_metadata(registry: &Registry, req: ModelMetadataRequest) -> Result<ModelMetadataResponse, Error> {
     known(registry, &req.name, &req.version)?;
+    if let Some(t) = tensor_model(registry, &req.name) {
+        return Ok(super::tensor_meta::model_metadata(req.name, &t));
+    }
     Ok(ModelMetadataResponse {
         name: req.name,
         versions: vec!["1".to_string()],
@@ -61,6 +69,9 @@ pub fn model_metadata(registry: &Registry, req: ModelMetadataRequest) -> Result<
 
 pub fn model_config(registry: &Registry, req: ModelConfigRequest) -> Result<ModelConfigResponse, Error> {
     known(registry, &req.name, &req.version)?;
+    if let Some(t) = tensor_model(registry, &req.name) {
+        return Ok(ModelConfigResponse { config: Some(super::tensor_meta::model_config(req.name, &t)) });
+    }
     let input = |name: &str, ty: DataType, optional: bool| ModelInput {
         name: name.to_string(),
         data_type: ty as i32,

@@ -7,6 +7,9 @@
 //!   RepositoryIndex, from the shard's Registry snapshot;
 //! * [`infer`]: ModelInfer on completions-backed models, through the same pipeline as
 //!   `/v1/completions`;
+//! * [`tensor`], [`tensor_in`], [`tensor_meta`]: tensor models (`model_input = Tensor`):
+//!   requests sent to the worker as tensors, its tensors answered, metadata from the card's
+//!   `tensor_model_config`;
 //! * [`stream`]: `ModelStreamInfer`, a bidirectional stream of requests.
 //!
 //! Called by the service's HTTP/2 handler for every stream whose content type is
@@ -23,6 +26,9 @@ pub mod infer;
 pub mod meta;
 pub mod pb;
 pub mod stream;
+pub mod tensor;
+pub mod tensor_in;
+pub mod tensor_meta;
 
 use std::rc::Rc;
 use std::time::Instant;
@@ -126,6 +132,9 @@ async fn unary(ctx: &Rc<ShardCtx>, method: &str, msg: Bytes) -> Result<Bytes, Er
 /// Unary ModelInfer: one whole answer (`streaming` is refused here, as in Dynamo).
 async fn model_infer(ctx: &Rc<ShardCtx>, req: pb::ModelInferRequest) -> Result<pb::ModelInferResponse, Error> {
     meta::known(&ctx.registry(), &req.model_name, &req.model_version)?;
+    if tensor::is_tensor(ctx, &req.model_name) {
+        return tensor::start(ctx, req, false).await?.whole().await;
+    }
     let r = infer::parse(&req)?;
     if r.stream {
         return Err(Error::new(Kind::BadRequest, "Streaming is not supported for this endpoint"));

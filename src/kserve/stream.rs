@@ -10,6 +10,9 @@
 //! reason) carries `triton_final_response = true` unless the client asked for an empty final
 //! response (`triton_enable_empty_final_response`), which then follows it.
 //!
+//! A request for a tensor model is answered by [`super::tensor`]: one stream response per
+//! worker response, worker parameters passed on.
+//!
 //! At most [`MAX_IN_FLIGHT`] requests of one stream run at once; past that the stream's
 //! messages wait in flow control until one finishes.
 //!
@@ -150,10 +153,19 @@ fn reply(r: &TextRequest, piece: Option<&infer::Piece>, last: bool) -> ModelStre
 /// Answer one request message, handing the responses to the writer. Returns when the request
 /// is answered or the client is gone (dropping the worker stream then cancels it).
 async fn one(ctx: Rc<ShardCtx>, msg: Bytes, tx: local::Sender<ModelStreamInferResponse>) {
-    let parsed = decode::<ModelInferRequest>(msg).and_then(|req| {
-        super::meta::known(&ctx.registry(), &req.model_name, &req.model_version)?;
-        infer::parse(&req)
-    });
+    let req = match decode::<ModelInferRequest>(msg)
+        .and_then(|req| super::meta::known(&ctx.registry(), &req.model_name, &req.model_version).map(|()| req))
+    {
+        Ok(req) => req,
+        Err(e) => {
+            let _ = tx.send(error_reply(&e));
+            return;
+        }
+    };
+    if super::tensor::is_tensor(&ctx, &req.model_name) {
+        return tensor_one(&ctx, req, &tx).await;
+    }
+    let parsed = infer::parse(&req);
     let r = match parsed {
         Ok(r) => r,
         Err(e) => {
@@ -192,5 +204,39 @@ async fn one(ctx: Rc<ShardCtx>, msg: Bytes, tx: local::Sender<ModelStreamInferRe
                 let _ = tx.send(reply(&r, None, true));
             }
         }
+    }
+}
+
+/// Answer one request for a tensor model: every worker response is a stream response.
+async fn tensor_one(ctx: &Rc<ShardCtx>, req: ModelInferRequest, tx: &local::Sender<ModelStreamInferResponse>) {
+    let mut call = match super::tensor::start(ctx, req, true).await {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = tx.send(error_reply(&e));
+            return;
+        }
+    };
+    while let Some(next) = call.next().await {
+        let msg = match next {
+            Ok(mut r) => {
+                if call.empty_final {
+                    r.parameters.insert(
+                        "triton_final_response".to_string(),
+                        super::pb::InferParameter {
+                            parameter_choice: Some(super::pb::infer_parameter::ParameterChoice::BoolParam(false)),
+                        },
+                    );
+                }
+                ModelStreamInferResponse { error_message: String::new(), infer_response: Some(r) }
+            }
+            Err(e) => error_reply(&e),
+        };
+        if tx.send(msg).is_err() {
+            return;
+        }
+    }
+    if call.empty_final {
+        let r = super::tensor::empty_final(&call.model, &call.id);
+        let _ = tx.send(ModelStreamInferResponse { error_message: String::new(), infer_response: Some(r) });
     }
 }

@@ -29,9 +29,12 @@ pub const OSL_BUCKETS: &[f64] = &[0.0, 100.0, 210.0, 430.0, 880.0, 1800.0, 3700.
 pub enum Endpoint {
     ChatCompletions = 0,
     Completions = 1,
+    /// KServe inference on a tensor model.
+    Tensor = 2,
 }
 
-const ENDPOINTS: [&str; 2] = ["chat_completions", "completions"];
+const N_ENDPOINTS: usize = 3;
+const ENDPOINTS: [&str; N_ENDPOINTS] = ["chat_completions", "completions", "tensor"];
 const REQUEST_TYPES: [&str; 2] = ["unary", "stream"];
 
 /// How a request ended (`status` and `error_type` labels).
@@ -92,9 +95,9 @@ impl Histogram {
 #[derive(Clone, Debug, PartialEq)]
 pub struct ModelStats {
     /// `[endpoint][request_type]`.
-    pub started: [[u64; 2]; 2],
+    pub started: [[u64; 2]; N_ENDPOINTS],
     /// `[endpoint][request_type][outcome]`.
-    pub finished: [[[u64; OUTCOMES]; 2]; 2],
+    pub finished: [[[u64; OUTCOMES]; 2]; N_ENDPOINTS],
     pub inflight: i64,
     /// Requests between the handler's entry and the end of their response.
     pub active: i64,
@@ -110,8 +113,8 @@ pub struct ModelStats {
 impl Default for ModelStats {
     fn default() -> ModelStats {
         ModelStats {
-            started: [[0; 2]; 2],
-            finished: [[[0; OUTCOMES]; 2]; 2],
+            started: [[0; 2]; N_ENDPOINTS],
+            finished: [[[0; OUTCOMES]; 2]; N_ENDPOINTS],
             inflight: 0,
             active: 0,
             output_tokens: 0,
@@ -127,7 +130,7 @@ impl Default for ModelStats {
 
 impl ModelStats {
     pub fn merge(&mut self, o: &ModelStats) {
-        for e in 0..2 {
+        for e in 0..N_ENDPOINTS {
             for t in 0..2 {
                 self.started[e][t] += o.started[e][t];
                 for k in 0..OUTCOMES {

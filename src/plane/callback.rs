@@ -46,6 +46,8 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 pub type Item = Annotated<LLMEngineOutput>;
 /// Item type of a `model_input = Text` stream: OpenAI chunk objects, kept as JSON.
 pub type JsonItem = Annotated<serde_json::Value>;
+/// Item type of a `model_input = Tensor` stream.
+pub type TensorItem = Annotated<super::tensor::TensorResponse>;
 
 /// How a stream's items are decoded, chosen when the subject is registered.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -55,6 +57,8 @@ pub enum ItemMode {
     Tokens,
     /// [`JsonItem`]s (whatever the worker sends as `data`).
     Json,
+    /// [`TensorItem`]s (`NvCreateTensorResponse`).
+    Tensor,
 }
 
 /// One decoded item, in the mode of its stream. Not boxed: Tokens items are the hot path and
@@ -64,6 +68,7 @@ pub enum ItemMode {
 pub enum StreamItem {
     Tokens(Item),
     Json(JsonItem),
+    Tensor(TensorItem),
 }
 
 impl StreamItem {
@@ -71,7 +76,7 @@ impl StreamItem {
     pub fn into_tokens(self) -> Option<Item> {
         match self {
             StreamItem::Tokens(i) => Some(i),
-            StreamItem::Json(_) => None,
+            StreamItem::Json(_) | StreamItem::Tensor(_) => None,
         }
     }
 }
@@ -388,6 +393,9 @@ async fn serve_callback(inner: Rc<Inner>, mut stream: TcpStream) {
             let decoded = match slot.mode {
                 ItemMode::Tokens => decoder.decode::<Item>(&mut buf).map(|d| d.map(|e| e.map(StreamItem::Tokens))),
                 ItemMode::Json => decoder.decode::<JsonItem>(&mut buf).map(|d| d.map(|e| e.map(StreamItem::Json))),
+                ItemMode::Tensor => {
+                    decoder.decode::<TensorItem>(&mut buf).map(|d| d.map(|e| e.map(StreamItem::Tensor)))
+                }
             };
             match decoded {
                 Ok(Decoded::Frame(StreamEvent::Prologue(p))) if p.error.is_some() => {

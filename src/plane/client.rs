@@ -414,6 +414,11 @@ impl RequestBody for serde_json::Value {
     const ITEMS: ItemMode = ItemMode::Json;
 }
 
+/// `model_input = Tensor`: `NvCreateTensorRequest`, answered with `NvCreateTensorResponse` items.
+impl RequestBody for super::tensor::TensorRequest {
+    const ITEMS: ItemMode = ItemMode::Tensor;
+}
+
 /// A shard's request plane: its worker connections and its call-back listener.
 #[derive(Clone)]
 pub struct RequestPlane {

@@ -10,6 +10,7 @@
 //! | [`frame`] | request frame (u16 path, u16 JSON headers, u32 payload), two-part message (u64 header_len, u64 body_len, u64 checksum), u32 ack frame |
 //! | [`payload`] | serde types: `RequestControlMessage`, `PreprocessedRequest`, `LLMEngineOutput`, `Annotated`, the `{data, complete_final}` envelope, handshake / prologue / `kill` `stop` `sentinel`; msgpack / JSON [`Codec`] |
 //! | [`stream`] | the response-stream sequence: handshake, prologue, data..., `complete_final`, sentinel; `kill` / `stop` going the other way |
+//! | [`tensor`] | serde types of tensor models: `NvCreateTensorRequest` / `NvCreateTensorResponse` and the card's `tensor_model_config` |
 //!
 //! Beside the codecs, two blocking event-plane subscribers for the event-ingest thread:
 //! [`zmq`] (a ZMTP `SUB` socket per publisher) and [`nats`] (a core-NATS client).
@@ -27,6 +28,7 @@ pub mod frame;
 pub mod nats;
 pub mod payload;
 pub mod stream;
+pub mod tensor;
 pub mod zmq;
 
 use std::fmt;

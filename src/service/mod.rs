@@ -15,7 +15,7 @@
 //! Everything here runs on one shard thread and owns no locks. What crosses threads is the
 //! scrape of other shards' metrics (through their inboxes) and the `Arc<Registry>` snapshot.
 
-mod dispatch;
+pub mod dispatch;
 mod h2;
 pub mod inference;
 mod logprobs;
@@ -23,7 +23,7 @@ pub mod ops;
 mod passthrough;
 pub mod pipeline;
 pub mod routes;
-mod tracker;
+pub(crate) mod tracker;
 
 use std::rc::Rc;
 

@@ -80,8 +80,8 @@ async fn next_chunk(api: Api, stream: &mut Started) -> Result<Option<Chunk>, Err
         let annotated = match event {
             None | Some(Ok(StreamEvent::CompleteFinal | StreamEvent::Sentinel)) => return Ok(None),
             Some(Ok(StreamEvent::Item(StreamItem::Json(a)))) => a,
-            Some(Ok(StreamEvent::Item(StreamItem::Tokens(_)))) => {
-                return Err(internal("a Text worker sent a Tokens item".into()))
+            Some(Ok(StreamEvent::Item(StreamItem::Tokens(_) | StreamItem::Tensor(_)))) => {
+                return Err(internal("a Text worker sent another kind of item".into()))
             }
             Some(Ok(_)) => continue,
             Some(Err(e)) => return Err(e.into()),

@@ -2,7 +2,8 @@
 //!
 //! 1. **parse** — deserialize and validate (400), in [`crate::openai`];
 //! 2. **resolve** — the model in the shard's Registry snapshot (404), its workers (503);
-//!    a `model_input = Text` model leaves here for [`super::passthrough`];
+//!    a `model_input = Text` model leaves here for [`super::passthrough`]; a tensor model
+//!    is refused (404: it has no OpenAI surface);
 //! 3. **preprocess** — chat template + tokenization with this shard's own tokenizer
 //!    ([`crate::tokenize::preprocess`]), then the `PreprocessedRequest` of the wire;
 //! 4. **route** — the `--router-mode` choice among the model's usable workers
@@ -291,6 +292,13 @@ fn finish_plan(ctx: &ShardCtx, api: Api, c: Common, source: Source<'_>, req: &Re
     // Stage 2: resolve.
     let registry = ctx.registry();
     let serving = resolve(&registry, &model)?;
+    if serving.tensor.is_some() {
+        // Dynamo 1.6.1 answers 404 too (its OpenAI routes know no tensor model).
+        return Err(Error::new(
+            Kind::NotFound,
+            format!("Model '{model}' is a tensor model: it is served over KServe gRPC only (--kserve-grpc-server)"),
+        ));
+    }
     let pinned = pinned_worker(req, nvext_worker)?;
     let Some(tokens) = serving.tokens.clone() else {
         return Ok(Prepared::Text(passthrough::Plan { api, model, serving, stream, pinned }));
@@ -435,8 +443,8 @@ impl Answer {
                 }
                 Ok(Some(Progress::Text(text)))
             }
-            Some(Ok(StreamEvent::Item(StreamItem::Json(_)))) => {
-                Err(internal("a Tokens worker sent a JSON item".into()))
+            Some(Ok(StreamEvent::Item(StreamItem::Json(_) | StreamItem::Tensor(_)))) => {
+                Err(internal("a Tokens worker sent another kind of item".into()))
             }
             Some(Ok(_)) => Ok(None),
             Some(Err(e)) => Err(e.into()),

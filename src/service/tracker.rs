@@ -20,7 +20,7 @@ const UNKNOWN_MODEL: &str = "unknown_model";
 /// Dynamo's per-request metrics of one request: `requests_started_total` and the inflight
 /// gauge at creation, token timings as frames arrive, `requests_total` and the duration at
 /// [`Tracker::finish`] (or, if the request is dropped first, as `cancelled`).
-pub(super) struct Tracker {
+pub(crate) struct Tracker {
     ctx: Rc<ShardCtx>,
     /// The model's index in the shard's metrics table (interned once per request).
     model: usize,
@@ -39,6 +39,11 @@ impl Tracker {
             Api::Chat => Endpoint::ChatCompletions,
             Api::Completions => Endpoint::Completions,
         };
+        Tracker::start_endpoint(ctx, model, endpoint, stream)
+    }
+
+    /// [`Tracker::start`] for a request of `endpoint` (KServe tensor requests).
+    pub(crate) fn start_endpoint(ctx: &Rc<ShardCtx>, model: &str, endpoint: Endpoint, stream: bool) -> Tracker {
         let index = ctx.metrics.model_index(model);
         ctx.metrics.with_model(index, |m| m.start(endpoint, stream));
         Tracker {
@@ -88,7 +93,7 @@ impl Tracker {
     }
 
     /// The request ended; `usage` on success. Only the first call counts.
-    pub(super) fn finish(&mut self, outcome: Outcome, usage: Option<&Usage>) {
+    pub(crate) fn finish(&mut self, outcome: Outcome, usage: Option<&Usage>) {
         if std::mem::replace(&mut self.finished, true) {
             return;
         }
@@ -107,7 +112,7 @@ impl Tracker {
         });
     }
 
-    pub(super) fn fail(&mut self, e: &Error) {
+    pub(crate) fn fail(&mut self, e: &Error) {
         self.finish(outcome(e.kind()), None);
     }
 

@@ -5,7 +5,9 @@
 //! ```text
 //! switchyard mock-worker --model-path DIR [--model-name NAME] [--discovery-backend file|etcd]
 //!     [--file-kv DIR] [--ttft-ms 10] [--itl-ms 1] [--output-tokens 16] [--fast] [--codec msgpack|json]
+//! switchyard mock-worker --tensor [--model-name echo] [--discovery-backend file|etcd] [--file-kv DIR]
 //! ```
+//! `--tensor` serves the echo tensor model of [`super::tensor`] (no model files needed).
 //! The backend defaults to `$DYN_DISCOVERY_BACKEND`, else `file`. The file store defaults to
 //! `$DYN_FILE_KV`; etcd is reached at `$ETCD_ENDPOINTS` (else `http://localhost:2379`). The
 //! listen host defaults to `$DYN_TCP_RPC_HOST` (else 127.0.0.1). The worker stays up until
@@ -19,7 +21,8 @@ use crate::discovery::etcd::{EtcdClient, DEFAULT_ENDPOINTS};
 use crate::plane::payload::Codec;
 
 const USAGE: &str = "usage: switchyard mock-worker --model-path DIR [--model-name NAME] \
-[--discovery-backend file|etcd] [--file-kv DIR] [--ttft-ms N] [--itl-ms N] [--output-tokens N] [--fast] [--codec msgpack|json] [--vocab-size N]";
+[--discovery-backend file|etcd] [--file-kv DIR] [--ttft-ms N] [--itl-ms N] [--output-tokens N] [--fast] [--codec msgpack|json] [--vocab-size N]
+       switchyard mock-worker --tensor [--model-name NAME] [--discovery-backend file|etcd] [--file-kv DIR] [--codec msgpack|json]";
 
 /// Where the worker registers.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -68,6 +71,7 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Mo
             "--output-tokens" => cfg.output_tokens = number("--output-tokens", it.next())?,
             "--vocab-size" => cfg.vocab_size = number("--vocab-size", it.next())?,
             "--fast" => cfg.fast = true,
+            "--tensor" => cfg.model_input = super::MockInput::Tensor,
             "--codec" => {
                 cfg.codec = match it.next().map(String::as_str) {
                     Some("msgpack") => Codec::Msgpack,
@@ -79,12 +83,16 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Mo
             other => return Err(format!("unknown argument {other}\n{USAGE}")),
         }
     }
-    let dir = cfg.model_dir.clone().ok_or_else(|| format!("--model-path is required\n{USAGE}"))?;
-    if !dir.join("tokenizer.json").is_file() {
-        return Err(format!("--model-path {}: no tokenizer.json there", dir.display()));
+    if cfg.model_input == super::MockInput::Tensor {
+        cfg.model_name = model_name.unwrap_or_else(|| "echo".to_string());
+    } else {
+        let dir = cfg.model_dir.clone().ok_or_else(|| format!("--model-path is required\n{USAGE}"))?;
+        if !dir.join("tokenizer.json").is_file() {
+            return Err(format!("--model-path {}: no tokenizer.json there", dir.display()));
+        }
+        // Dynamo names a model after its path unless told otherwise.
+        cfg.model_name = model_name.unwrap_or_else(|| dir.display().to_string());
     }
-    // Dynamo names a model after its path unless told otherwise.
-    cfg.model_name = model_name.unwrap_or_else(|| dir.display().to_string());
     if let Some(host) = env("DYN_TCP_RPC_HOST") {
         let ip = host.parse().map_err(|_| format!("DYN_TCP_RPC_HOST: {host} is not an IP address"))?;
         cfg.listen = std::net::SocketAddr::new(ip, 0);
@@ -130,6 +138,8 @@ mod tests {
         assert!(e.contains("unknown argument --bogus"));
         let e = parse(&["--ttft-ms".into(), "x".into()], &env).unwrap_err();
         assert!(e.contains("not a number"));
+        let t = parse(&["--tensor".into()], &env).unwrap();
+        assert_eq!((t.config.model_input, t.config.model_name.as_str()), (crate::worker::MockInput::Tensor, "echo"));
     }
 
     #[test]

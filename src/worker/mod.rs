@@ -52,6 +52,8 @@
 //! request object re-encoded as compact JSON, so tests can see what arrived). A request with
 //! `prompt` instead of `messages` gets `text_completion` chunks (`text`, no delta).
 //!
+//! `model_input = Tensor`: an echo model, see [`tensor`].
+//!
 //! # Acks
 //!
 //! Empty ack = accepted. `Server unavailable: unknown endpoint <path>` for a frame whose
@@ -77,6 +79,7 @@ mod register;
 mod register_etcd;
 mod register_mem;
 mod serve;
+pub mod tensor;
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
@@ -100,6 +103,9 @@ pub enum MockInput {
     Tokens,
     /// The OpenAI request in, `chat.completion.chunk` items out.
     Text,
+    /// `NvCreateTensorRequest` in, `NvCreateTensorResponse` items out: an echo model
+    /// ([`tensor`]).
+    Tensor,
 }
 
 impl MockInput {
@@ -108,6 +114,7 @@ impl MockInput {
         match self {
             MockInput::Tokens => "Tokens",
             MockInput::Text => "Text",
+            MockInput::Tensor => "Tensor",
         }
     }
 }
@@ -136,6 +143,8 @@ pub struct MockConfig {
     /// Card `display_name` (the served model id).
     pub model_name: String,
     pub model_input: MockInput,
+    /// The card's `tensor_model_config` in tensor mode; `None`: [`tensor::echo_config`].
+    pub tensor_config: Option<serde_json::Value>,
     /// The advertised `request_plane_codec`. Responses use each request's `payload_codec`.
     pub codec: Codec,
     /// Address to listen on; port 0 picks one.
@@ -165,6 +174,7 @@ impl Default for MockConfig {
             endpoint: "generate".into(),
             model_name: "mock-model".into(),
             model_input: MockInput::Tokens,
+            tensor_config: None,
             codec: Codec::Msgpack,
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             model_dir: None,

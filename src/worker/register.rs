@@ -204,6 +204,11 @@ impl MockWorker {
         if let Value::Object(rest) = rest {
             card.extend(rest);
         }
+        if cfg.model_input == super::MockInput::Tensor {
+            card.insert("model_type".into(), json!("TensorBased"));
+            let config = cfg.tensor_config.clone().unwrap_or_else(|| super::tensor::echo_config(&cfg.model_name));
+            card.insert("tensor_model_config".into(), config);
+        }
         Ok(Value::Object(card))
     }
 }

@@ -134,6 +134,10 @@ fn start_request(shared: &Arc<Shared>, frame: &RequestFrame) -> Result<(), Strin
     let info = ctrl.connection_info.tcp_info().map_err(|e| e.to_string())?;
     let codec = ctrl.payload_codec;
     let cfg = &shared.cfg;
+    if cfg.model_input == MockInput::Tensor {
+        let req = codec.decode(tp.body).map_err(|e| e.to_string())?;
+        return super::tensor::start(shared, info, codec, req);
+    }
     let (prompt_tokens, tokens, finish, text_model, text_completion, logprobs) = match cfg.model_input {
         MockInput::Tokens => {
             let req: PreprocessedRequest = codec.decode(tp.body).map_err(|e| e.to_string())?;
@@ -168,6 +172,8 @@ fn start_request(shared: &Arc<Shared>, frame: &RequestFrame) -> Result<(), Strin
             let prompt_tokens = u32::try_from(received).unwrap_or(u32::MAX);
             (prompt_tokens, tokens, finish, Some(model), text_completion, None)
         }
+        // Answered above.
+        MockInput::Tensor => return Err("a tensor request outside tensor mode".into()),
     };
     let request_id = ctrl.id;
     let job = Job { info, codec, request_id, prompt_tokens, tokens, finish, text_model, text_completion, logprobs };
@@ -304,7 +310,7 @@ fn run_stream(shared: &Arc<Shared>, job: Job) {
     }
 }
 
-fn dial(address: &str) -> io::Result<TcpStream> {
+pub(crate) fn dial(address: &str) -> io::Result<TcpStream> {
     let mut last = io::Error::new(io::ErrorKind::InvalidInput, format!("no address in {address:?}"));
     for a in address.to_socket_addrs()? {
         match TcpStream::connect_timeout(&a, Duration::from_secs(5)) {

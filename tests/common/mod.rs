@@ -5,6 +5,7 @@ pub mod etcd;
 pub mod h2c;
 pub mod kv_msg;
 pub mod nats;
+pub mod stack;
 pub mod zmq_pub;
 
 use std::io::{Read, Write};

@@ -64,7 +64,7 @@ enter_loopback_namespace "$0" --inside
 POINT_S=${POINT_S:-8}
 W1_RATES=${W1_RATES:-"250 500 1000 2000"}
 W2_RATES=${W2_RATES:-"25 50 100 200"}
-W4_RATES=${W4_RATES:-"2 5 10 20 40 80 160"}
+W4_RATES=${W4_RATES:-"2 5 10 20 40 80 160 320"}
 W4_TOKENS=${W4_TOKENS:-32000}
 scratch_dir
 hwm() { awk '/^VmHWM:/ {print $2}' /proc/"$1"/status; }

@@ -10,6 +10,10 @@ pub fn hex_digit(b: u8) -> Option<u8> {
     }
 }
 
+// Links mimalloc's C library into every binary built on this crate (tests included, where it
+// is not the global allocator), so the declaration below always resolves.
+extern crate mimalloc;
+
 extern "C" {
     /// mimalloc's `mi_collect` (the global allocator is mimalloc, linked through the
     /// `mimalloc` crate, which does not re-export it).

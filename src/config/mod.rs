@@ -108,6 +108,8 @@ const IMPLEMENTED: &[&str] = &[
     // The router queue (kv mode only; checked in `validate`).
     "router_queue_threshold",
     "router_queue_policy",
+    // Replica sync (kv mode, ZMQ event plane; checked in `validate`).
+    "router_replica_sync",
     // Busy detection (kv mode only; checked in `validate`).
     "active_decode_blocks_threshold",
     "active_prefill_tokens_threshold",
@@ -394,6 +396,20 @@ fn validate_dynamo(p: &Parsed, warnings: &mut Vec<String>) -> Result<(), ConfigE
                  router's bookings and the workers' kv_metrics)",
                 flag_name(dest)
             )));
+        }
+    }
+    if boolean(p, "router_replica_sync") {
+        if text(p, "router_mode") != Some("kv") {
+            return Err(invalid(
+                "--router-replica-sync is implemented for --router-mode kv only in this switchyard build \
+                 (it shares the kv router's bookings)",
+            ));
+        }
+        if text(p, "event_plane") == Some("nats") {
+            return Err(invalid(
+                "--router-replica-sync with --event-plane nats is not implemented in this switchyard build \
+                 (bookings are published on a ZMQ socket only)",
+            ));
         }
     }
     if text(p, "namespace").is_some() && text(p, "namespace_prefix").is_some() {
@@ -715,6 +731,19 @@ mod tests {
         assert!(e.message.contains("DYN_HTTP_SSE_KEEP_ALIVE_INTERVAL_MS"));
         // Defaults given explicitly are fine.
         run(&["--router-mode", "round-robin", "--discovery-backend", "etcd"], &[]).unwrap();
+    }
+
+    #[test]
+    fn replica_sync_needs_the_kv_router_and_the_zmq_event_plane() {
+        run(&["--router-mode", "kv", "--router-replica-sync"], &[]).unwrap();
+        run(&["--router-mode", "kv"], &[("DYN_ROUTER_REPLICA_SYNC", "true")]).unwrap();
+        let e = run(&["--router-replica-sync"], &[]).unwrap_err();
+        assert!(e.message.contains("--router-replica-sync is implemented for --router-mode kv only"), "{}", e.message);
+        let e = run(&["--router-mode", "kv", "--router-replica-sync", "--event-plane", "nats"], &[]).unwrap_err();
+        assert!(e.message.contains("--event-plane nats is not implemented"), "{}", e.message);
+        // Still refused, by name.
+        let e = run(&["--router-mode", "kv", "--router-track-output-blocks"], &[]).unwrap_err();
+        assert!(e.message.contains("--router-track-output-blocks"), "{}", e.message);
     }
 
     #[test]

@@ -28,6 +28,7 @@ pub mod nats;
 pub mod payload;
 pub mod stream;
 pub mod zmq;
+pub mod zmq_pub;
 
 use std::fmt;
 

@@ -166,3 +166,16 @@ impl Client {
 
 pub const GET_LIVE: &[u8] = b"GET /live HTTP/1.1\r\nHost: t\r\n\r\n";
 pub const LIVE_BODY: &[u8] = br#"{"status":"live","message":"Service is live"}"#;
+
+/// A worker of the kv router's own tests (never dialled): instance `id`, one rank.
+pub fn kv_worker(id: u64) -> switchyard::registry::Worker {
+    switchyard::registry::Worker {
+        addr: "127.0.0.1:1".parse().unwrap(),
+        path: format!("{id:x}/dynamo/backend/generate"),
+        codec: Default::default(),
+        instance_id: id,
+        cpu: false,
+        dp_start: 0,
+        dp_size: 1,
+    }
+}

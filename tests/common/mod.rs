@@ -179,3 +179,20 @@ pub fn kv_worker(id: u64) -> switchyard::registry::Worker {
         dp_size: 1,
     }
 }
+
+/// Spawns `cmd` (a switchyard command line) with its stderr piped, and waits for its
+/// "listening on http://ADDR" line; returns the child, the address and the rest of stderr.
+pub fn spawn_listening(
+    mut cmd: std::process::Command,
+) -> (std::process::Child, SocketAddr, std::io::Lines<std::io::BufReader<std::process::ChildStderr>>) {
+    use std::io::BufRead;
+    let mut child = cmd.stderr(std::process::Stdio::piped()).spawn().expect("start switchyard");
+    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let addr = loop {
+        let line = lines.next().expect("switchyard exited before listening").unwrap();
+        if let Some(rest) = line.split("listening on http://").nth(1) {
+            break rest.split_whitespace().next().unwrap().parse().unwrap();
+        }
+    };
+    (child, addr, lines)
+}

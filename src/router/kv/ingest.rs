@@ -378,6 +378,9 @@ impl State {
 
     /// Applies what arrived (events, recovery answers, due retries) and flushes the feed.
     fn step(&mut self) {
+        // The shards' booking steps first: a worker's prefill mark read in this same round
+        // must find the booking its request id names.
+        self.upstream();
         let batch = std::mem::take(&mut self.batch);
         for m in &batch {
             let frames: smallvec::SmallVec<[&[u8]; 4]> = m.iter().map(Vec::as_slice).collect();
@@ -391,7 +394,6 @@ impl State {
         }
         self.nats_batch = batch;
         self.nats_batch.clear();
-        self.upstream();
         while let Ok((owner, reply)) = self.replies.try_recv() {
             self.in_flight -= 1;
             self.streams.reply(owner, reply, Instant::now(), &mut self.out);

@@ -101,6 +101,7 @@ const IMPLEMENTED: &[&str] = &[
     "decode_active_request_weight",
     "router_temperature",
     "router_track_prefill_tokens",
+    "router_assume_kv_reuse",
     // Approximate mode (`--no-router-kv-events`, TTL policy).
     "use_kv_events",
     "router_ttl_secs",
@@ -501,6 +502,7 @@ fn kv_cost(p: &Parsed) -> Result<crate::router::kv::cost::CostParams, ConfigErro
         decode_active_request_weight: number("decode_active_request_weight", d.decode_active_request_weight)?,
         temperature: number("router_temperature", d.temperature)?,
         track_prefill_tokens: boolean(p, "router_track_prefill_tokens"),
+        assume_kv_reuse: boolean(p, "router_assume_kv_reuse"),
         ..d
     })
 }
@@ -758,6 +760,9 @@ mod tests {
         assert_eq!((k.overlap_credit_decay, k.prefill_load_scale, k.track_prefill_tokens), (1.0, 1.0, true));
         let c = run(&["--kv-overlap-score-weight", "3", "--no-router-track-prefill-tokens"], &[]).unwrap();
         assert_eq!((c.kv_cost.prefill_load_scale, c.kv_cost.track_prefill_tokens), (3.0, false));
+        assert!(c.kv_cost.assume_kv_reuse);
+        let c = run(&["--router-mode", "kv", "--no-router-assume-kv-reuse"], &[]).unwrap();
+        assert!(!c.kv_cost.assume_kv_reuse);
         let e = run(&["--router-temperature", "-1"], &[]).unwrap_err();
         assert!(e.message.contains("--router-temperature must be"), "{}", e.message);
         // Lower storage tiers are not indexed: their weights stay refused.

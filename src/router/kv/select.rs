@@ -270,7 +270,7 @@ impl KvSelector {
         tokens: &[u32],
         limits: &CardLimits,
         request: u128,
-        rand: impl FnMut() -> u64,
+        mut rand: impl FnMut() -> u64,
     ) -> Result<Option<(Choice, Booking)>, Overloaded> {
         if usable.is_empty() {
             return Ok(None);
@@ -307,7 +307,10 @@ impl KvSelector {
         for &(_, owner) in &ranks {
             let a = table.get(owner);
             let held = a.map_or(0, |a| a.blocks.len() as u64);
-            let new = a.map_or(seq.len() as u64, |a| seq.iter().filter(|h| !a.blocks.contains_key(h)).count() as u64);
+            let new = match a {
+                Some(a) if self.params.assume_kv_reuse => seq.iter().filter(|h| !a.blocks.contains_key(h)).count(),
+                _ => seq.len(),
+            } as u64;
             let c = Candidate {
                 overlap_blocks: overlap_of(owner).min(local.len() as u32),
                 active_prefill_tokens: a.map_or(0, |a| a.prefill_tokens),
@@ -319,12 +322,15 @@ impl KvSelector {
             cands.push(c);
         }
         drop(table);
-        let Some(k) = choose(&logits, self.params.temperature, rand) else { return Ok(None) };
+        let Some(k) = choose(&logits, self.params.temperature, &mut rand) else { return Ok(None) };
         let (index, owner) = ranks[k];
         let cached = (u64::from(cands[k].overlap_blocks) * u64::from(block_size)).min(tokens.len() as u64);
         let prefill_tokens = tokens.len() as u64 - cached;
         self.predict(owner, &local, &seq, limits.total_kv_blocks);
-        let booking = self.bookings.book(owner, prefill_tokens, seq, request);
+        // `--no-router-assume-kv-reuse`: the booking's blocks are its own (fresh random
+        // identities), never shared with another request's.
+        let ids = if self.params.assume_kv_reuse { seq } else { seq.iter().map(|_| rand()).collect() };
+        let booking = self.bookings.book(owner, prefill_tokens, ids, request);
         let mut st = self.stats.borrow_mut();
         *st.decisions.entry(owner.worker_id).or_insert(0) += 1;
         st.overlap_blocks += u64::from(cands[k].overlap_blocks);
@@ -415,6 +421,28 @@ mod tests {
     /// A one-shard install: no ring up, nothing shared.
     fn alone(replica: IndexReplica) -> KvInstall {
         KvInstall { replica, ingest: Arc::default(), up: None, share_bookings: false, approximate: false }
+    }
+
+    #[test]
+    fn without_assumed_kv_reuse_a_shared_prompt_counts_once_per_request() {
+        let w = workers(1);
+        let prompt: Vec<u32> = (1000..1200).collect();
+        for (reuse, blocks, logit) in [(true, 12, 12.5 + 12.0), (false, 24, 12.5 + 24.0)] {
+            let (_feed, mut replicas) = channel(1, 64);
+            let sel = KvSelector::new(
+                CostParams { assume_kv_reuse: reuse, ..CostParams::default() },
+                BusyThresholds::default(),
+            );
+            sel.install(alone(replicas.pop().unwrap()));
+            let mut rand = counter();
+            let (_, mut b1) = sel.choose(&w, &[0], &prompt, &LIMITS, 1, &mut rand).unwrap().unwrap();
+            b1.prefill_done();
+            // The same prompt again: its 12 blocks join the first request's or come on top.
+            let (c, _b2) = sel.choose(&w, &[0], &prompt, &LIMITS, 2, &mut rand).unwrap().unwrap();
+            assert_eq!(c.logit, logit, "assume_kv_reuse {reuse}");
+            let owner = Owner { worker_id: w[0].instance_id, dp_rank: 0 };
+            assert_eq!(sel.bookings.table.borrow().get(owner).unwrap().blocks.len(), blocks, "assume_kv_reuse {reuse}");
+        }
     }
 
     #[test]

@@ -229,3 +229,70 @@ impl Peers {
 fn load(id: (u16, u64), op: LoadOp) -> IndexOp {
     IndexOp::Load(LoadMsg { origin: id.0, key: id.1, op })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    const W: Owner = Owner { worker_id: 9, dp_rank: 1 };
+
+    fn payload(router_id: u64, request_id: u128, worker: Owner, data: OutData) -> Vec<u8> {
+        encode_active(&[OutEvent { request_id, worker, data }], router_id)
+    }
+
+    fn ops_of(p: &mut Peers, bytes: &[u8], publisher: u64) -> Vec<(u16, u64, LoadOp)> {
+        let mut ops = Vec::new();
+        p.received(bytes, publisher, &IngestStats::default(), &mut ops);
+        ops.into_iter()
+            .map(|op| match op {
+                IndexOp::Load(m) => (m.origin, m.key, m.op),
+                other => panic!("{other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn other_routers_bookings_come_and_go_and_our_own_are_ignored() {
+        let mut p = Peers::new(1, None);
+        let add = || OutData::Add { token_sequence: Arc::from(&[5u64, 6][..]), prefill_tokens: 40 };
+        assert!(ops_of(&mut p, &payload(1, 7, W, add()), 50).is_empty(), "our own router id");
+        let got = ops_of(&mut p, &payload(2, 7, W, add()), 50);
+        let blocks: Arc<[u64]> = Arc::from(&[5u64, 6][..]);
+        assert_eq!(got, [(REMOTE_ORIGIN, 0, LoadOp::Add { worker: W, prefill_tokens: 40, blocks, request: 0 })]);
+        assert!(ops_of(&mut p, &payload(2, 7, W, add()), 50).is_empty(), "a repeated Add");
+        let done = ops_of(&mut p, &payload(2, 7, W, OutData::PrefillDone), 50);
+        assert_eq!(done, [(REMOTE_ORIGIN, 0, LoadOp::PrefillDone)]);
+        // A Free naming another router does not free it; the publisher leaving does.
+        assert!(ops_of(&mut p, &payload(3, 7, W, OutData::Free), 60).is_empty());
+        let mut ops = Vec::new();
+        p.publisher_gone(60, &IngestStats::default(), &mut ops);
+        assert!(ops.is_empty());
+        p.publisher_gone(50, &IngestStats::default(), &mut ops);
+        assert_eq!(ops.len(), 1);
+        assert_eq!(p.remote_bookings(), 0);
+        assert!(ops_of(&mut p, &payload(2, 7, W, OutData::Free), 50).is_empty(), "already freed");
+        // Garbage is counted and skipped.
+        let stats = IngestStats::default();
+        let mut ops = Vec::new();
+        p.received(b"\x81\xa6events\x91\xc3", 50, &stats, &mut ops);
+        assert_eq!((ops.len(), stats.malformed.load(Ordering::Relaxed)), (0, 1));
+    }
+
+    #[test]
+    fn a_workers_mark_names_a_local_booking_by_request_id_and_worker() {
+        let mut p = Peers::new(1, None);
+        let blocks: Arc<[u64]> = Arc::from(&[1u64][..]);
+        p.local_step(&LoadMsg {
+            origin: 3,
+            key: 8,
+            op: LoadOp::Add { worker: W, prefill_tokens: 16, blocks, request: 42 },
+        });
+        let other = Owner { worker_id: 10, dp_rank: 1 };
+        assert!(ops_of(&mut p, &payload(10, 42, other, OutData::PrefillDone), 5).is_empty(), "another worker");
+        assert!(ops_of(&mut p, &payload(9, 43, W, OutData::PrefillDone), 5).is_empty(), "another request");
+        assert_eq!(ops_of(&mut p, &payload(9, 42, W, OutData::PrefillDone), 5), [(3, 8, LoadOp::PrefillMarked)]);
+        p.local_step(&LoadMsg { origin: 3, key: 8, op: LoadOp::Free });
+        assert!(ops_of(&mut p, &payload(9, 42, W, OutData::PrefillDone), 5).is_empty(), "freed");
+    }
+}

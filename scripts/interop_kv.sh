@@ -28,7 +28,13 @@
 # request plane) and credit cached prefixes.
 #
 # Usage: bash scripts/interop_kv.sh     (SWITCHYARD_BIN: a binary already built;
-#        KV_PHASES="ratios recovery busy nats approx dp" by default)
+#        KV_PHASES="ratios recovery busy nats approx dp replica" by default)
+#
+# The replica phase: switchyard and python -m dynamo.frontend, both --router-replica-sync,
+# on one mocker: a request held through switchyard raises dynamo.frontend's logit for the
+# next prompt by its 12 blocks (36.5 instead of 24.5), a request held through dynamo.frontend
+# is a remote booking with its 12 blocks in switchyard's metrics, and the mocker's
+# MarkPrefillCompleted is matched to switchyard's booking by request id.
 #
 # The dp phase: workers with --data-parallel-size 2; every rank's events are followed and
 # restored, the router picks ranks (routing.dp_rank, as dynamo.frontend sends it).
@@ -313,9 +319,63 @@ dp_phase() { # two mockers with two data-parallel ranks each: ranks are routed a
   echo "dp: ok (4 ranks on 2 workers; cached-token ratio $ratio)"
 }
 
+complete() { # port first-token count max_tokens: a /v1/completions of token ids first..first+count-1
+  local ids; ids=$(python3 -c "import sys; a=int(sys.argv[1]); print(','.join(str(t) for t in range(a, a+int(sys.argv[2]))))" "$2" "$3")
+  curl -s -m 120 -o /dev/null -w '%{http_code}' "localhost:$1/v1/completions" -H 'content-type: application/json' \
+    -d "{\"model\":\"qwen3\",\"prompt\":[$ids],\"max_tokens\":$4,\"ignore_eos\":true}"
+}
+replica_phase() { # switchyard and dynamo.frontend, both --router-replica-sync, on one mocker
+  export DYN_FILE_KV="$WORK/kv-replica"
+  mkdir -p "$DYN_FILE_KV"
+  start_mockers replica 1 1 1
+  local w; w=$(python3 -c "import json,glob; print(json.load(open(glob.glob('$DYN_FILE_KV/v1/instances/*generate*')[0]))['instance_id'])")
+  start_frontend replica "$BIN" --router-mode kv --router-replica-sync
+  local sy=$FE
+  "$PY" -m dynamo.frontend --request-plane tcp --router-mode kv --router-replica-sync --discovery-backend file \
+    --http-host 127.0.0.1 --http-port 18501 >"$WORK/replica-dynamo.log" 2>&1 &
+  local dyn=$!; PIDS+=($dyn)
+  for _ in $(seq 1 120); do
+    curl -s -m 2 localhost:18501/v1/models | grep -q '"qwen3"' && break
+    kill -0 "$dyn" 2>/dev/null || fail "replica: dynamo.frontend exited"
+    sleep 0.5
+  done
+  sleep 3 # each frontend subscribed to the other's active_sequences_events channel
+  local subs; subs=$(grep -c "subscribed to .*(active_sequences_events)" "$WORK/replica.log" || true)
+  [ "$subs" -ge 2 ] || fail "replica: switchyard subscribed to $subs active_sequences_events publishers (worker + dynamo.frontend)"
+  local lbl="{worker_id=\"$w\",dp_rank=\"0\"}"
+  # 1. A request held through switchyard (200 tokens, 12 blocks of 16) is load for
+  # dynamo.frontend: its choice for another 200-token prompt costs 12.5 + (12 + 12) = 36.5
+  # instead of the idle worker's 24.5.
+  complete 18500 1000 200 600 >/dev/null &
+  local long=$!
+  wait_metric "switchyard_kv_router_active_blocks$lbl" '==' 12 10 "switchyard booked its request" >/dev/null
+  wait_metric switchyard_kv_ingest_prefill_marks_total '>=' 1 10 "the mocker's prefill mark matched" >/dev/null
+  [ "$(complete 18501 30000 200 1)" = 200 ] || fail "replica: dynamo.frontend's request failed"
+  [ "$(metric "switchyard_kv_router_active_blocks$lbl")" = 12 ] || fail "replica: switchyard's request ended too early"
+  local logit
+  logit=$(sed 's/\x1b\[[0-9;]*m//g' "$WORK/replica-dynamo.log" | grep 'Selected worker' | tail -n 1 | grep -o 'logit=[0-9.]*' | cut -d= -f2)
+  [ "$logit" = 36.5 ] || fail "replica: dynamo.frontend chose with logit '$logit' (36.5 counts switchyard's booking, 24.5 does not)"
+  wait "$long" || fail "replica: the held request failed"
+  wait_metric "switchyard_kv_router_active_requests$lbl" '==' 0 10 "switchyard freed its request" >/dev/null
+  # 2. A request held through dynamo.frontend is load in switchyard's table.
+  complete 18501 50000 200 600 >/dev/null &
+  long=$!
+  wait_metric switchyard_kv_router_remote_bookings '==' 1 10 "switchyard holds dynamo.frontend's booking" >/dev/null
+  wait_metric "switchyard_kv_router_active_blocks$lbl" '==' 12 5 "its 12 blocks counted" >/dev/null
+  wait "$long" || fail "replica: the held request failed"
+  wait_metric switchyard_kv_router_remote_bookings '==' 0 10 "dynamo.frontend's Free applied" >/dev/null
+  local published; published=$(metric switchyard_kv_ingest_active_published_total)
+  kill "$sy" "$dyn" "${MOCKERS[@]}" 2>/dev/null || true
+  wait "$sy" "$dyn" "${MOCKERS[@]}" 2>/dev/null || true
+  echo "replica: ok (dynamo.frontend logit 36.5 with switchyard's booking; switchyard held dynamo's; $published events published)"
+}
+
 # `gap` (inside recovery) is not in the default list: whether a cut loses events depends on
 # timing on this VM (it passes when run alone, it did not always under CI load).
-PHASES=${KV_PHASES:-ratios recovery busy nats approx dp}
+PHASES=${KV_PHASES:-ratios recovery busy nats approx dp replica}
+if [[ " $PHASES " == *" replica "* ]]; then
+  replica_phase
+fi
 if [[ " $PHASES " == *" dp "* ]]; then
   dp_phase
 fi

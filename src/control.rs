@@ -20,6 +20,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use crate::config::Config;
+use crate::discovery::announce::Scope;
 use crate::discovery::cardfiles::{default_cache, model_dir};
 use crate::discovery::etcd::{EtcdSource, EtcdView};
 use crate::discovery::file::{FileStore, InotifyWake};
@@ -160,11 +161,16 @@ impl Builder {
 /// targets and the live workers of a snapshot.
 fn kv_publishers(snap: &Snapshot) -> Publishers {
     let (mut endpoints, mut load_endpoints, mut nats_subjects) = (BTreeSet::new(), BTreeSet::new(), BTreeSet::new());
+    let mut active_endpoints = std::collections::BTreeMap::new();
     for c in snap.event_channels.iter().filter_map(|c| EventChannelRecord::parse(&c.raw).ok()) {
         let zmq = match (&c.transport, c.topic.as_str()) {
             (EventTransport::Zmq { endpoint }, "kv-events") => Some((&mut endpoints, endpoint.clone())),
             (EventTransport::Zmq { endpoint }, "kv_metrics") => Some((&mut load_endpoints, endpoint.clone())),
-            (EventTransport::Nats { .. }, "kv-events" | "kv_metrics") => {
+            (EventTransport::Zmq { endpoint }, "active_sequences_events") => {
+                active_endpoints.insert(endpoint.clone(), c.instance_id);
+                None
+            }
+            (EventTransport::Nats { .. }, "kv-events" | "kv_metrics" | "active_sequences_events") => {
                 nats_subjects.extend(c.nats_subject());
                 None
             }
@@ -176,7 +182,7 @@ fn kv_publishers(snap: &Snapshot) -> Publishers {
     }
     let workers = snap.instances.iter().map(|e| e.record.instance_id).collect();
     let sources = snap.event_sources.iter().filter_map(|e| Target::from_event_source(&e.raw)).collect();
-    Publishers { endpoints, load_endpoints, nats_subjects, workers, sources }
+    Publishers { endpoints, load_endpoints, active_endpoints, nats_subjects, workers, sources }
 }
 
 fn resolve(addr: &str) -> Option<SocketAddr> {
@@ -214,6 +220,18 @@ impl Control {
         backend: Backend,
         kv: Option<flume::Sender<Publishers>>,
     ) -> std::io::Result<Control> {
+        Control::start_announcing(cfg, server, backend, kv, None)
+    }
+
+    /// [`Control::start_with_kv`], also telling `announce` which endpoints are served (the
+    /// scopes of this process's own event channel records, `--router-replica-sync`).
+    pub fn start_announcing(
+        cfg: &Config,
+        server: &Server,
+        backend: Backend,
+        kv: Option<flume::Sender<Publishers>>,
+        announce: Option<flume::Sender<BTreeSet<Scope>>>,
+    ) -> std::io::Result<Control> {
         let stop = Arc::new(AtomicBool::new(false));
         let publisher = server.publisher();
         let filter = cfg.namespace_filter();
@@ -241,6 +259,13 @@ impl Control {
                 |mut registry, snap| {
                     if let Some(kv) = &kv {
                         let _ = kv.send(kv_publishers(snap));
+                    }
+                    if let Some(a) = &announce {
+                        let scopes = snap.served.iter().map(|s| {
+                            let e = &s.endpoint;
+                            (e.namespace.clone(), e.component.clone(), e.endpoint.clone())
+                        });
+                        let _ = a.send(scopes.collect());
                     }
                     builder.add_serving(&mut registry, snap);
                     publisher(Arc::new(registry));

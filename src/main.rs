@@ -12,7 +12,9 @@ use std::sync::Arc;
 
 use switchyard::config::{self, Action};
 use switchyard::control::{Backend, Control};
+use switchyard::discovery::announce::{Announcer, Channel, Store};
 use switchyard::log;
+use switchyard::router::kv::peers::{SyncOut, SyncSetup};
 use switchyard::shard::Server;
 
 #[global_allocator]
@@ -126,9 +128,19 @@ fn main() {
             None
         }
     };
+    // --router-replica-sync: the publisher of this process's bookings, and its discovery record.
+    let kv_mode = cfg.parsed.get("router_mode").as_str() == Some("kv");
+    let (sync, announcer) = match replica_sync(&cfg, kv_mode, backend.as_ref()) {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("switchyard: error: --router-replica-sync: {e}");
+            server.shutdown();
+            std::process::exit(1);
+        }
+    };
     // --router-mode kv: one index replica per shard, fed by the event-ingest thread.
-    let ingest = if cfg.parsed.get("router_mode").as_str() == Some("kv") {
-        match switchyard::router::kv::ingest::Ingest::start_for(server.drivers.len(), cfg.kv_approximate()) {
+    let ingest = if kv_mode {
+        match switchyard::router::kv::ingest::Ingest::start_for(server.drivers.len(), cfg.kv_approximate(), sync) {
             Ok((i, installs)) => {
                 server.install_kv(installs);
                 Some(i)
@@ -143,7 +155,8 @@ fn main() {
         None
     };
     let kv = ingest.as_ref().map(|i| i.sender());
-    let control = match backend.map(|b| Control::start_with_kv(&cfg, &server, b, kv)) {
+    let announce = announcer.as_ref().map(|a| a.sender());
+    let control = match backend.map(|b| Control::start_announcing(&cfg, &server, b, kv, announce)) {
         None => None,
         Some(Ok(c)) => Some(c),
         Some(Err(e)) => {
@@ -161,8 +174,38 @@ fn main() {
         c.stop();
     }
     drop(embedded);
+    drop(announcer);
     drop(ingest);
     log::info("stopped");
+}
+
+/// The ZMQ publisher of `--router-replica-sync` (bound on `DYN_EVENT_PLANE_HOST`, default
+/// 127.0.0.1; 1.6.1 binds 0.0.0.0 and only advertises that host) and the thread that
+/// registers it in discovery (file and etcd; the in-process store has no other router).
+fn replica_sync(
+    cfg: &switchyard::config::Config,
+    kv_mode: bool,
+    backend: Option<&Backend>,
+) -> std::io::Result<(Option<SyncSetup>, Option<Announcer>)> {
+    if !kv_mode || cfg.parsed.get("router_replica_sync") != &switchyard::config::Value::Bool(true) {
+        return Ok((None, None));
+    }
+    let host = std::env::var("DYN_EVENT_PLANE_HOST").unwrap_or_else(|_| "127.0.0.1".to_string());
+    let ip: std::net::IpAddr =
+        host.parse().map_err(|_| std::io::Error::other(format!("DYN_EVENT_PLANE_HOST={host} is not an IP address")))?;
+    let socket = switchyard::plane::zmq_pub::Pub::bind(std::net::SocketAddr::new(ip, 0))?;
+    let endpoint = format!("tcp://{}", socket.local_addr()?);
+    // JSON-safe, as 1.6.1's publisher ids.
+    let publisher_id = switchyard::router::kv::ingest::random_id() & ((1 << 53) - 1);
+    let channel = Channel { topic: "active_sequences_events", publisher_id, endpoint: endpoint.clone() };
+    let store = match backend {
+        Some(Backend::File(root)) => Some(Store::File(root.clone())),
+        Some(Backend::Etcd(view)) => Some(Store::Etcd(view.client().clone(), view.lease_id())),
+        _ => None,
+    };
+    let announcer = store.map(|s| Announcer::start(s, channel)).transpose()?;
+    log::info(&format!("replica sync: publishing active_sequences_events on {endpoint} (publisher {publisher_id:x})"));
+    Ok((Some((SyncOut::new(socket, publisher_id), endpoint)), announcer))
 }
 
 /// `switchyard mock-worker …`: the in-tree mock worker as a process, until a signal.

@@ -26,3 +26,42 @@ pub fn release_free_memory() {
     // SAFETY: `mi_collect` takes no pointers; it only releases the allocator's own free pages.
     unsafe { mi_collect(true) };
 }
+
+/// The 128 bits of a hyphenated UUID (`8-4-4-4-12` hex digits, either case).
+pub fn parse_uuid(s: &str) -> Option<u128> {
+    let b = s.as_bytes();
+    if b.len() != 36 || [8, 13, 18, 23].iter().any(|&i| b[i] != b'-') {
+        return None;
+    }
+    let mut v: u128 = 0;
+    for (i, &c) in b.iter().enumerate() {
+        if matches!(i, 8 | 13 | 18 | 23) {
+            continue;
+        }
+        v = (v << 4) | u128::from(hex_digit(c)?);
+    }
+    Some(v)
+}
+
+/// `v` as a lower-case hyphenated UUID (the inverse of [`parse_uuid`]).
+pub fn format_uuid(v: u128) -> String {
+    let h = format!("{v:032x}");
+    format!("{}-{}-{}-{}-{}", &h[..8], &h[8..12], &h[12..16], &h[16..20], &h[20..])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uuids_round_trip_and_reject_other_shapes() {
+        let s = "6730b46d-fc92-406c-82f2-81d054d421e7";
+        let v = parse_uuid(s).unwrap();
+        assert_eq!(v >> 96, 0x6730_b46d);
+        assert_eq!(format_uuid(v), s);
+        assert_eq!(parse_uuid("6730B46D-FC92-406C-82F2-81D054D421E7"), Some(v));
+        assert_eq!(parse_uuid("6730b46dfc92406c82f281d054d421e7"), None);
+        assert_eq!(parse_uuid("6730b46d-fc92-406c-82f2-81d054d421eg"), None);
+        assert_eq!(parse_uuid(""), None);
+    }
+}

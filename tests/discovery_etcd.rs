@@ -255,3 +255,29 @@ fn mock_worker_registers_through_etcd() {
     view.shutdown().unwrap();
     assert_eq!(c.lease_keepalive(frontend_lease).unwrap_err().kind(), io::ErrorKind::NotFound);
 }
+
+/// `--router-replica-sync` on etcd: the frontend's `active_sequences_events` channel is put
+/// under its own lease for each served endpoint, read back by a view as an EventChannel
+/// record, and deleted when the announcer stops.
+#[test]
+fn replica_sync_channel_is_announced_under_the_frontends_lease() {
+    use switchyard::discovery::announce::{Announcer, Channel, Store};
+    let etcd = Etcd::start();
+    let mut view = EtcdView::start(&etcd.endpoint()).unwrap();
+    let channel = Channel {
+        topic: "active_sequences_events",
+        publisher_id: 0x1d39493244da9c,
+        endpoint: "tcp://127.0.0.1:5".into(),
+    };
+    let key = "namespace/dynamo/component/backend/endpoint/generate/topic/active_sequences_events/1d39493244da9c";
+    let a = Announcer::start(Store::Etcd(view.client().clone(), view.lease_id()), channel).unwrap();
+    a.sender().send([("dynamo".to_string(), "backend".to_string(), "generate".to_string())].into()).unwrap();
+    wait_until(&mut view, "the channel record", |v| v.get(BUCKET_EVENT_CHANNELS, key).is_some());
+    let (record, _) = parse_record(view.get(BUCKET_EVENT_CHANNELS, key).unwrap()).unwrap();
+    assert!(matches!(record, Record::EventChannel(_)));
+    let raw: serde_json::Value = serde_json::from_slice(view.get(BUCKET_EVENT_CHANNELS, key).unwrap()).unwrap();
+    assert_eq!(raw["transport"]["config"]["endpoint"], "tcp://127.0.0.1:5");
+    assert_eq!(raw["instance_id"], 0x1d39493244da9c_u64);
+    drop(a);
+    wait_until(&mut view, "the record deleted", |v| v.get(BUCKET_EVENT_CHANNELS, key).is_none());
+}

@@ -1038,7 +1038,7 @@ fn text_chunks_match_the_captured_dynamo_answers() {
 /// `main` starts them, watching `backend`.
 fn kv_frontend(cfg: &Arc<switchyard::config::Config>, backend: Backend) -> (Server, Control, Ingest) {
     let server = Server::start(cfg.clone()).unwrap();
-    let (ingest, installs) = Ingest::start_for(server.drivers.len(), cfg.kv_approximate()).unwrap();
+    let (ingest, installs) = Ingest::start_for(server.drivers.len(), cfg.kv_approximate(), None).unwrap();
     server.install_kv(installs);
     let control = Control::start_with_kv(cfg, &server, backend, Some(ingest.sender())).unwrap();
     (server, control, ingest)

@@ -106,7 +106,13 @@ fn events_and_usage_reports_over_nats_reach_the_replica() {
     let mut replica = replicas.pop().unwrap();
     let ingest = Ingest::start_with(
         feed,
-        switchyard::router::kv::ingest::IngestOptions { nats_url: server.url(), upstream: None, approximate: None },
+        switchyard::router::kv::ingest::IngestOptions {
+            nats_url: server.url(),
+            upstream: None,
+            approximate: None,
+            sync: None,
+            router_id: 1,
+        },
     )
     .unwrap();
     ingest.update(Publishers {
@@ -167,25 +173,16 @@ fn events_and_usage_reports_over_nats_reach_the_replica() {
 /// release lets the other shard use the worker again.
 #[test]
 fn a_booking_on_one_shard_steers_the_other() {
-    use switchyard::registry::{CardLimits, Worker};
+    use switchyard::registry::CardLimits;
     use switchyard::router::kv::cost::CostParams;
     use switchyard::router::kv::select::{BusyThresholds, KvSelector};
-    let (ingest, mut installs) = Ingest::start_for(2, None).unwrap();
+    let (ingest, mut installs) = Ingest::start_for(2, None, None).unwrap();
     let b = KvSelector::new(CostParams::default(), BusyThresholds::default());
     let a = KvSelector::new(CostParams::default(), BusyThresholds::default());
     b.install(installs.pop().unwrap());
     a.install(installs.pop().unwrap());
     ingest.update(Publishers { workers: [1, 2].into(), ..Default::default() });
-    let worker = |id: u64| Worker {
-        addr: "127.0.0.1:1".parse().unwrap(),
-        path: format!("{id:x}/dynamo/backend/generate"),
-        codec: Default::default(),
-        instance_id: id,
-        cpu: false,
-        dp_start: 0,
-        dp_size: 1,
-    };
-    let workers = [worker(1), worker(2)];
+    let workers = [common::kv_worker(1), common::kv_worker(2)];
     let limits = CardLimits { kv_cache_block_size: 16, ..Default::default() };
     let mut n = 1u64;
     let mut rand = move || {
@@ -193,12 +190,14 @@ fn a_booking_on_one_shard_steers_the_other() {
         n >> 11
     };
     let long: Vec<u32> = (0..4000).collect();
-    let (chosen, booking) = a.choose(&workers, &[0, 1], &long, &limits, &mut rand).unwrap().unwrap();
+    let (chosen, booking) = a.choose(&workers, &[0, 1], &long, &limits, 1, &mut rand).unwrap().unwrap();
     // Another prompt on the other shard: idle workers tie (random pick); once the booking
     // arrives, the other worker is cheaper every time.
     let short: Vec<u32> = (50_000..50_200).collect();
     let mut b_picks = |count: usize| -> Vec<usize> {
-        (0..count).map(|_| b.choose(&workers, &[0, 1], &short, &limits, &mut rand).unwrap().unwrap().0.index).collect()
+        (0..count)
+            .map(|_| b.choose(&workers, &[0, 1], &short, &limits, 2, &mut rand).unwrap().unwrap().0.index)
+            .collect()
     };
     let t0 = Instant::now();
     while !b_picks(20).iter().all(|&i| i != chosen.index) {

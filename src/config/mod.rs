@@ -101,6 +101,7 @@ const IMPLEMENTED: &[&str] = &[
     "decode_active_request_weight",
     "router_temperature",
     "router_track_prefill_tokens",
+    "router_assume_kv_reuse",
     // Approximate mode (`--no-router-kv-events`, TTL policy).
     "use_kv_events",
     "router_ttl_secs",
@@ -108,6 +109,8 @@ const IMPLEMENTED: &[&str] = &[
     // The router queue (kv mode only; checked in `validate`).
     "router_queue_threshold",
     "router_queue_policy",
+    // Replica sync (kv mode, ZMQ event plane; checked in `validate`).
+    "router_replica_sync",
     // Busy detection (kv mode only; checked in `validate`).
     "active_decode_blocks_threshold",
     "active_prefill_tokens_threshold",
@@ -396,6 +399,20 @@ fn validate_dynamo(p: &Parsed, warnings: &mut Vec<String>) -> Result<(), ConfigE
             )));
         }
     }
+    if boolean(p, "router_replica_sync") {
+        if text(p, "router_mode") != Some("kv") {
+            return Err(invalid(
+                "--router-replica-sync is implemented for --router-mode kv only in this switchyard build \
+                 (it shares the kv router's bookings)",
+            ));
+        }
+        if text(p, "event_plane") == Some("nats") {
+            return Err(invalid(
+                "--router-replica-sync with --event-plane nats is not implemented in this switchyard build \
+                 (bookings are published on a ZMQ socket only)",
+            ));
+        }
+    }
     if text(p, "namespace").is_some() && text(p, "namespace_prefix").is_some() {
         warnings.push("--namespace-prefix is set, so --namespace is not used for discovery".into());
     }
@@ -485,6 +502,7 @@ fn kv_cost(p: &Parsed) -> Result<crate::router::kv::cost::CostParams, ConfigErro
         decode_active_request_weight: number("decode_active_request_weight", d.decode_active_request_weight)?,
         temperature: number("router_temperature", d.temperature)?,
         track_prefill_tokens: boolean(p, "router_track_prefill_tokens"),
+        assume_kv_reuse: boolean(p, "router_assume_kv_reuse"),
         ..d
     })
 }
@@ -718,6 +736,19 @@ mod tests {
     }
 
     #[test]
+    fn replica_sync_needs_the_kv_router_and_the_zmq_event_plane() {
+        run(&["--router-mode", "kv", "--router-replica-sync"], &[]).unwrap();
+        run(&["--router-mode", "kv"], &[("DYN_ROUTER_REPLICA_SYNC", "true")]).unwrap();
+        let e = run(&["--router-replica-sync"], &[]).unwrap_err();
+        assert!(e.message.contains("--router-replica-sync is implemented for --router-mode kv only"), "{}", e.message);
+        let e = run(&["--router-mode", "kv", "--router-replica-sync", "--event-plane", "nats"], &[]).unwrap_err();
+        assert!(e.message.contains("--event-plane nats is not implemented"), "{}", e.message);
+        // Still refused, by name.
+        let e = run(&["--router-mode", "kv", "--router-track-output-blocks"], &[]).unwrap_err();
+        assert!(e.message.contains("--router-track-output-blocks"), "{}", e.message);
+    }
+
+    #[test]
     fn kv_cost_flags_reach_the_cost_parameters() {
         let c = run(
             &["--router-mode", "kv", "--router-kv-overlap-score-credit", "0.5", "--router-temperature", "0.3"],
@@ -729,6 +760,9 @@ mod tests {
         assert_eq!((k.overlap_credit_decay, k.prefill_load_scale, k.track_prefill_tokens), (1.0, 1.0, true));
         let c = run(&["--kv-overlap-score-weight", "3", "--no-router-track-prefill-tokens"], &[]).unwrap();
         assert_eq!((c.kv_cost.prefill_load_scale, c.kv_cost.track_prefill_tokens), (3.0, false));
+        assert!(c.kv_cost.assume_kv_reuse);
+        let c = run(&["--router-mode", "kv", "--no-router-assume-kv-reuse"], &[]).unwrap();
+        assert!(!c.kv_cost.assume_kv_reuse);
         let e = run(&["--router-temperature", "-1"], &[]).unwrap_err();
         assert!(e.message.contains("--router-temperature must be"), "{}", e.message);
         // Lower storage tiers are not indexed: their weights stay refused.

@@ -312,8 +312,9 @@ fn render_kv(out: &mut String, kv: &crate::router::kv::select::KvStats) {
     let _ = writeln!(out, "switchyard_kv_router_queued_requests {}", kv.queued);
     header(out, "switchyard_kv_router_queued_total", "counter", "Requests ever parked in the router queue");
     let _ = writeln!(out, "switchyard_kv_router_queued_total {}", kv.queued_total);
+    render_active(out, kv);
     let i = &kv.ingest;
-    let counters: [(&str, &str, u64); 8] = [
+    let counters: [(&str, &str, u64); 11] = [
         ("events_total", "KV events taken in order from the event plane or a recovery", i.events),
         ("duplicate_events_total", "KV events dropped as already applied", i.duplicates),
         ("event_gaps_total", "Jumps in a worker rank's event ids", i.gaps),
@@ -322,12 +323,38 @@ fn render_kv(out: &mut String, kv: &crate::router::kv::select::KvStats) {
         ("recoveries_total", "Recovery answers (ranges or whole trees) applied", i.recovered),
         ("recovery_failures_total", "Recovery attempts that failed (retried with back-off)", i.recovery_failures),
         ("recoveries_abandoned_total", "Recoveries given up after every attempt failed", i.recovery_given_up),
+        (
+            "active_events_total",
+            "active_sequences_events events received from workers and other routers",
+            i.active_events,
+        ),
+        ("prefill_marks_total", "Workers' prefill-complete marks matched to this process's bookings", i.prefill_marks),
+        ("active_published_total", "Booking events this process published (replica sync)", i.active_published),
     ];
     for (name, help, v) in counters {
         let name = format!("switchyard_kv_ingest_{name}");
         header(out, &name, "counter", help);
         let _ = writeln!(out, "{name} {v}");
     }
+}
+
+/// The booked load per worker rank, and the other routers' bookings held (replica sync).
+fn render_active(out: &mut String, kv: &crate::router::kv::select::KvStats) {
+    type Get = fn(&crate::router::kv::select::ActiveLoad) -> u64;
+    let gauges: [(&str, &str, Get); 3] = [
+        ("active_requests", "Requests booked on a worker rank (this router's and its replicas')", |a| a.requests),
+        ("active_prefill_tokens", "Booked prefill tokens not yet prefilled on a worker rank", |a| a.prefill_tokens),
+        ("active_blocks", "Distinct prompt blocks booked on a worker rank", |a| a.blocks),
+    ];
+    for (name, help, get) in gauges {
+        let name = format!("switchyard_kv_router_{name}");
+        header(out, &name, "gauge", help);
+        for ((w, r), a) in &kv.active {
+            let _ = writeln!(out, "{name}{{worker_id=\"{w}\",dp_rank=\"{r}\"}} {}", get(a));
+        }
+    }
+    header(out, "switchyard_kv_router_remote_bookings", "gauge", "Other routers' bookings held (replica sync)");
+    let _ = writeln!(out, "switchyard_kv_router_remote_bookings {}", kv.ingest.remote_bookings);
 }
 
 /// Prometheus text exposition (format 0.0.4) of a merged snapshot; `served` lists the models

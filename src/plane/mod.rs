@@ -30,6 +30,7 @@ pub mod payload;
 pub mod stream;
 pub mod tensor;
 pub mod zmq;
+pub mod zmq_pub;
 
 use std::fmt;
 

@@ -23,9 +23,9 @@ use smallvec::SmallVec;
 /// One multipart message: its frames in order (Dynamo's event plane uses 4).
 pub type Message = SmallVec<[Vec<u8>; 4]>;
 
-const FLAG_MORE: u8 = 0x01;
-const FLAG_LONG: u8 = 0x02;
-const FLAG_COMMAND: u8 = 0x04;
+pub(crate) const FLAG_MORE: u8 = 0x01;
+pub(crate) const FLAG_LONG: u8 = 0x02;
+pub(crate) const FLAG_COMMAND: u8 = 0x04;
 
 /// A connected, subscribed `SUB` socket.
 pub struct Sub {
@@ -43,7 +43,7 @@ fn bad(msg: impl Into<String>) -> io::Error {
 }
 
 /// The 64-byte greeting: signature, version 3.0, mechanism NULL, not a server.
-fn greeting() -> [u8; 64] {
+pub(crate) fn greeting() -> [u8; 64] {
     let mut g = [0u8; 64];
     g[0] = 0xFF;
     g[9] = 0x7F;
@@ -53,23 +53,33 @@ fn greeting() -> [u8; 64] {
     g
 }
 
-/// A `READY` command announcing `Socket-Type: SUB`.
-fn ready() -> Vec<u8> {
+/// A `READY` command announcing `Socket-Type: <kind>`.
+pub(crate) fn ready_command(kind: &[u8]) -> Vec<u8> {
     let mut body = Vec::with_capacity(32);
     body.push(5);
     body.extend_from_slice(b"READY");
     body.push(11);
     body.extend_from_slice(b"Socket-Type");
-    body.extend_from_slice(&3u32.to_be_bytes());
-    body.extend_from_slice(b"SUB");
+    body.extend_from_slice(&(kind.len() as u32).to_be_bytes());
+    body.extend_from_slice(kind);
     let mut out = vec![FLAG_COMMAND, body.len() as u8];
     out.extend_from_slice(&body);
     out
 }
 
+fn ready() -> Vec<u8> {
+    ready_command(b"SUB")
+}
+
 /// One frame with `flags` (short or long form chosen by length).
 fn frame(flags: u8, body: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(body.len() + 9);
+    put_frame(&mut out, flags, body);
+    out
+}
+
+/// Appends one frame with `flags` to `out`.
+pub(crate) fn put_frame(out: &mut Vec<u8>, flags: u8, body: &[u8]) {
     if body.len() <= 255 {
         out.push(flags);
         out.push(body.len() as u8);
@@ -78,7 +88,6 @@ fn frame(flags: u8, body: &[u8]) -> Vec<u8> {
         out.extend_from_slice(&(body.len() as u64).to_be_bytes());
     }
     out.extend_from_slice(body);
-    out
 }
 
 /// `tcp://host:port` → an address.

@@ -75,20 +75,23 @@ fn on_failure(ctx: &ShardCtx, worker: &Worker, e: &TransportError, from_stream: 
 type KvPick = (u32, Booking);
 
 /// The next worker to try, and in `--router-mode kv` its data-parallel rank and booking
-/// (`tokens`: the prompt, when the frontend tokenized it).
+/// (`tokens`: the prompt, when the frontend tokenized it; `request_id`: what the worker will
+/// be sent, the booking's name in the workers' prefill marks and in replica sync).
 fn pick(
     ctx: &ShardCtx,
     serving: &Serving,
     pinned: Option<u64>,
     tried: &[u64],
     tokens: Option<&[u32]>,
+    request_id: &str,
 ) -> Result<Option<(usize, Option<KvPick>)>, Error> {
     if let (Some(tokens), None, Mode::Kv) = (tokens, pinned, ctx.router.mode()) {
         if ctx.kv.ready() {
+            let request = crate::util::parse_uuid(request_id).unwrap_or(0);
             let usable = ctx.router.usable(&serving.workers, tried);
             let chosen = ctx
                 .kv
-                .choose(&serving.workers, &usable, tokens, &serving.limits, || ctx.router.next_u64())
+                .choose(&serving.workers, &usable, tokens, &serving.limits, request, || ctx.router.next_u64())
                 .map_err(|_| Error::new(Kind::Overloaded, "Service temporarily overloaded"))?;
             return Ok(chosen.map(|(c, booking)| (c.index, Some((c.dp_rank, booking)))));
         }
@@ -113,7 +116,8 @@ pub async fn dispatch<B: RequestBody>(
         ctx.kv.wait_for_room(&serving.workers, &usable, &serving.limits, tokens.len()).await;
     }
     while tried.len() < MAX_ATTEMPTS {
-        let Some((i, kv)) = pick(ctx, serving, pinned, &tried, wire.prompt_tokens())? else { break };
+        let request_id = new_subject();
+        let Some((i, kv)) = pick(ctx, serving, pinned, &tried, wire.prompt_tokens(), &request_id)? else { break };
         let mut booking = kv.map(|(rank, booking)| {
             wire.set_dp_rank(rank);
             booking
@@ -121,7 +125,6 @@ pub async fn dispatch<B: RequestBody>(
         let worker = serving.workers[i].clone();
         tried.push(worker.instance_id);
         let in_flight = ctx.router.dispatch(worker.instance_id);
-        let request_id = new_subject();
         let sent =
             ctx.plane.generate(worker.addr, &worker.path, worker.codec, wire, &request_id, CALLBACK_DEADLINE).await;
         let mut stream = match sent {

@@ -75,7 +75,7 @@
 //! over HTTP like a worker with `DYN_SYSTEM_PORT` is not built yet.
 
 pub mod cli;
-mod register;
+pub(crate) mod register;
 mod register_etcd;
 mod register_mem;
 mod serve;

@@ -220,7 +220,7 @@ fn to_bytes(v: &Value) -> io::Result<Vec<u8>> {
 /// Writes `bytes` under `dir/<key>`: `.tmp_<16 hex>` created exclusively, hard-linked to the
 /// key (create-if-absent), temporary unlinked (spec §3.3). An existing file of the same key
 /// (a previous registration of this instance id) is replaced by rename.
-fn publish(dir: &Path, key: &str, bytes: &[u8]) -> io::Result<PathBuf> {
+pub(crate) fn publish(dir: &Path, key: &str, bytes: &[u8]) -> io::Result<PathBuf> {
     fs::create_dir_all(dir)?;
     let tmp = dir.join(format!("{}{:016x}", crate::discovery::records::TEMP_PREFIX, super::random_u64()));
     let target = dir.join(key);
@@ -245,6 +245,6 @@ fn publish(dir: &Path, key: &str, bytes: &[u8]) -> io::Result<PathBuf> {
 }
 
 /// Sets a file's mtime to now (the keep-alive).
-fn touch(path: &Path) -> io::Result<()> {
+pub(crate) fn touch(path: &Path) -> io::Result<()> {
     fs::OpenOptions::new().write(true).open(path)?.set_modified(SystemTime::now())
 }

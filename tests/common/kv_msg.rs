@@ -1,7 +1,7 @@
 //! KV event-plane messages built in tests: worker events and the msgpack envelope, as ZMQ
 //! frames or as a NATS body.
 
-use serde::{Serialize, Serializer};
+use serde::Serialize;
 use switchyard::router::kv::events::{KvCacheEvent, KvCacheEventData, RouterEvent, StoredBlock, StoredEvent};
 use switchyard::router::kv::index::Owner;
 
@@ -26,29 +26,11 @@ pub fn stored(id: u64, parent: Option<u64>, hash: u64) -> RouterEvent {
     }
 }
 
-struct Bin<'a>(&'a [u8]);
-
-impl Serialize for Bin<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_bytes(self.0)
-    }
-}
-
-#[derive(Serialize)]
-struct Envelope<'a> {
-    publisher_id: u64,
-    sequence: u64,
-    published_at: u64,
-    topic: &'a str,
-    payload: Bin<'a>,
-}
-
 /// The msgpack envelope of a `topic` message whose payload is `payload` serialized (named
 /// maps): the body of a NATS message, or ZMQ frame 3 without its 5-byte header.
 pub fn envelope<T: Serialize + ?Sized>(topic: &str, payload: &T, sequence: u64) -> Vec<u8> {
     let payload = rmp_serde::to_vec_named(payload).unwrap();
-    let env = Envelope { publisher_id: 77, sequence, published_at: 0, topic, payload: Bin(&payload) };
-    rmp_serde::to_vec_named(&env).unwrap()
+    switchyard::router::kv::sync::encode_envelope(topic, 77, sequence, 0, &payload)
 }
 
 /// The four ZMQ frames (hex, comma-joined) of a `kv-events` message carrying `events`.

@@ -167,3 +167,33 @@ impl Client {
 
 pub const GET_LIVE: &[u8] = b"GET /live HTTP/1.1\r\nHost: t\r\n\r\n";
 pub const LIVE_BODY: &[u8] = br#"{"status":"live","message":"Service is live"}"#;
+
+/// A worker of the kv router's own tests (never dialled): instance `id`, one rank.
+pub fn kv_worker(id: u64) -> switchyard::registry::Worker {
+    switchyard::registry::Worker {
+        addr: "127.0.0.1:1".parse().unwrap(),
+        path: format!("{id:x}/dynamo/backend/generate"),
+        codec: Default::default(),
+        instance_id: id,
+        cpu: false,
+        dp_start: 0,
+        dp_size: 1,
+    }
+}
+
+/// Spawns `cmd` (a switchyard command line) with its stderr piped, and waits for its
+/// "listening on http://ADDR" line; returns the child, the address and the rest of stderr.
+pub fn spawn_listening(
+    mut cmd: std::process::Command,
+) -> (std::process::Child, SocketAddr, std::io::Lines<std::io::BufReader<std::process::ChildStderr>>) {
+    use std::io::BufRead;
+    let mut child = cmd.stderr(std::process::Stdio::piped()).spawn().expect("start switchyard");
+    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let addr = loop {
+        let line = lines.next().expect("switchyard exited before listening").unwrap();
+        if let Some(rest) = line.split("listening on http://").nth(1) {
+            break rest.split_whitespace().next().unwrap().parse().unwrap();
+        }
+    };
+    (child, addr, lines)
+}

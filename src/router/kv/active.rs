@@ -35,20 +35,34 @@ pub struct Active {
     pub requests: u32,
 }
 
-/// A booking event of one shard, for the others.
+/// A booking event of one shard (or of another router), for the shards.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LoadMsg {
-    /// The shard that booked (its replicas skip their own messages).
+    /// The shard that booked (its replicas skip their own messages, except
+    /// [`LoadOp::PrefillMarked`]); [`REMOTE_ORIGIN`] for another router's bookings.
     pub origin: u16,
-    /// The booking's number on that shard.
+    /// The booking's number on that shard (or the ingest thread's for remote ones).
     pub key: u64,
     pub op: LoadOp,
 }
 
+/// The origin of bookings made by other routers (`--router-replica-sync`).
+pub const REMOTE_ORIGIN: u16 = u16::MAX;
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LoadOp {
-    Add { worker: Owner, prefill_tokens: u64, blocks: Arc<[u64]> },
+    /// `request`: the request id the worker was sent (a UUID's bits), by which the worker's
+    /// prefill-complete mark names the booking.
+    Add {
+        worker: Owner,
+        prefill_tokens: u64,
+        blocks: Arc<[u64]>,
+        request: u128,
+    },
+    /// The booking shard saw its first answer.
     PrefillDone,
+    /// The worker said its prefill is done: every shard applies it, the booking one too.
+    PrefillMarked,
     Free,
 }
 
@@ -141,12 +155,13 @@ pub fn channel(shards: usize, capacity: usize) -> std::io::Result<(Vec<Upstream>
     Ok((ups, (downs, wake)))
 }
 
-/// One shard's view of every booking in the process.
+/// One shard's view of every booking in the process (and, with replica sync, of the other
+/// routers' bookings).
 #[derive(Debug, Default)]
 pub struct ActiveTable {
     workers: HashMap<Owner, Active>,
-    /// Other shards' bookings by (origin, key), to apply their later steps.
-    remote: HashMap<(u16, u64), Held>,
+    /// Every booking by (origin, key), to apply its later steps.
+    held: HashMap<(u16, u64), Held>,
 }
 
 #[derive(Debug)]
@@ -165,85 +180,98 @@ impl ActiveTable {
         self.workers.is_empty()
     }
 
-    fn add(&mut self, worker: Owner, prefill_tokens: u64, blocks: &[u64]) {
+    /// Every worker rank with bookings.
+    pub fn iter(&self) -> impl Iterator<Item = (&Owner, &Active)> {
+        self.workers.iter()
+    }
+
+    /// Bookings held (this process's and other routers').
+    pub fn bookings(&self) -> usize {
+        self.held.len()
+    }
+
+    /// Books `id` (a second Add of the same id is ignored).
+    fn add(&mut self, id: (u16, u64), worker: Owner, prefill_tokens: u64, blocks: Arc<[u64]>) {
+        if self.held.contains_key(&id) {
+            return;
+        }
         let a = self.workers.entry(worker).or_default();
         a.prefill_tokens += prefill_tokens;
         a.requests += 1;
-        for h in blocks {
+        for h in blocks.iter() {
             *a.blocks.entry(*h).or_insert(0) += 1;
         }
+        self.held.insert(id, Held { worker, prefill_tokens, blocks });
     }
 
-    fn prefill_done(&mut self, worker: Owner, prefill_tokens: u64) {
-        if let Some(a) = self.workers.get_mut(&worker) {
-            a.prefill_tokens = a.prefill_tokens.saturating_sub(prefill_tokens);
+    /// Ends `id`'s prefill; false when it had none left (or is not held).
+    fn prefill_done(&mut self, id: (u16, u64)) -> bool {
+        let Some(h) = self.held.get_mut(&id) else { return false };
+        if h.prefill_tokens == 0 {
+            return false;
         }
+        if let Some(a) = self.workers.get_mut(&h.worker) {
+            a.prefill_tokens = a.prefill_tokens.saturating_sub(h.prefill_tokens);
+        }
+        h.prefill_tokens = 0;
+        true
     }
 
-    fn free(&mut self, worker: Owner, prefill_tokens: u64, blocks: &[u64]) {
-        let Some(a) = self.workers.get_mut(&worker) else { return };
-        a.prefill_tokens = a.prefill_tokens.saturating_sub(prefill_tokens);
+    fn free(&mut self, id: (u16, u64)) {
+        let Some(h) = self.held.remove(&id) else { return };
+        let Some(a) = self.workers.get_mut(&h.worker) else { return };
+        a.prefill_tokens = a.prefill_tokens.saturating_sub(h.prefill_tokens);
         a.requests = a.requests.saturating_sub(1);
-        for h in blocks {
-            if let Some(n) = a.blocks.get_mut(h) {
+        for b in h.blocks.iter() {
+            if let Some(n) = a.blocks.get_mut(b) {
                 *n -= 1;
                 if *n == 0 {
-                    a.blocks.remove(h);
+                    a.blocks.remove(b);
                 }
             }
         }
         if a.requests == 0 && a.blocks.is_empty() && a.prefill_tokens == 0 {
-            self.workers.remove(&worker);
+            self.workers.remove(&h.worker);
         }
     }
 
-    /// Another shard's booking step.
+    /// A booking step from another shard, the ingest thread or another router.
     pub fn apply(&mut self, msg: LoadMsg) {
         let id = (msg.origin, msg.key);
         match msg.op {
-            LoadOp::Add { worker, prefill_tokens, blocks } => {
-                self.add(worker, prefill_tokens, &blocks);
-                self.remote.insert(id, Held { worker, prefill_tokens, blocks });
+            LoadOp::Add { worker, prefill_tokens, blocks, .. } => self.add(id, worker, prefill_tokens, blocks),
+            LoadOp::PrefillDone | LoadOp::PrefillMarked => {
+                self.prefill_done(id);
             }
-            LoadOp::PrefillDone => {
-                if let Some(h) = self.remote.get_mut(&id) {
-                    let (w, p) = (h.worker, h.prefill_tokens);
-                    h.prefill_tokens = 0;
-                    self.prefill_done(w, p);
-                }
-            }
-            LoadOp::Free => {
-                if let Some(h) = self.remote.remove(&id) {
-                    self.free(h.worker, h.prefill_tokens, &h.blocks);
-                }
-            }
+            LoadOp::Free => self.free(id),
         }
     }
 }
 
-/// A shard's bookings and its link to the other shards.
+/// A shard's bookings and its link to the ingest thread (the other shards, the workers'
+/// prefill marks, the other routers).
 #[derive(Default)]
 pub struct Bookings {
     pub table: Rc<RefCell<ActiveTable>>,
     pub up: Rc<RefCell<Option<Upstream>>>,
-    /// Whether other shards exist to tell.
+    /// Whether booking steps are sent up.
     pub share: std::cell::Cell<bool>,
     next_key: std::cell::Cell<u64>,
 }
 
 impl Bookings {
-    /// Books `prefill_tokens` and `blocks` on `worker` here and on every other shard.
-    pub fn book(&self, worker: Owner, prefill_tokens: u64, blocks: Vec<u64>) -> Booking {
+    /// Books `prefill_tokens` and `blocks` on `worker` for the request the worker is sent
+    /// as `request`, here and (through the ingest thread) everywhere else.
+    pub fn book(&self, worker: Owner, prefill_tokens: u64, blocks: Vec<u64>, request: u128) -> Booking {
         let blocks: Arc<[u64]> = blocks.into();
-        self.table.borrow_mut().add(worker, prefill_tokens, &blocks);
         let key = self.next_key.get();
         self.next_key.set(key + 1);
-        let origin = if self.share.get() {
-            send(&self.up, key, || LoadOp::Add { worker, prefill_tokens, blocks: blocks.clone() })
-        } else {
-            None
-        };
-        Booking { table: self.table.clone(), up: self.up.clone(), origin, key, worker, prefill_tokens, blocks }
+        let origin = self.up.borrow().as_ref().map_or(0, |u| u.origin);
+        let id = (origin, key);
+        self.table.borrow_mut().add(id, worker, prefill_tokens, blocks.clone());
+        let sent = self.share.get()
+            && send(&self.up, key, || LoadOp::Add { worker, prefill_tokens, blocks, request }).is_some();
+        Booking { table: self.table.clone(), up: self.up.clone(), id, sent }
     }
 
     /// Approximate mode: tells the ingest thread what this decision predicts.
@@ -266,33 +294,27 @@ fn send(up: &RefCell<Option<Upstream>>, key: u64, op: impl FnOnce() -> LoadOp) -
 pub struct Booking {
     table: Rc<RefCell<ActiveTable>>,
     up: Rc<RefCell<Option<Upstream>>>,
-    /// `Some` when the other shards were told.
-    origin: Option<u16>,
-    key: u64,
-    worker: Owner,
-    prefill_tokens: u64,
-    blocks: Arc<[u64]>,
+    /// (origin shard, key) in every table.
+    id: (u16, u64),
+    /// The ingest thread was told.
+    sent: bool,
 }
 
 impl Booking {
-    /// The worker's first answer arrived: the prompt's prefill is done.
+    /// The worker's first answer arrived: the prompt's prefill is done (unless the worker's
+    /// own mark said so first).
     pub fn prefill_done(&mut self) {
-        if self.prefill_tokens == 0 {
-            return;
-        }
-        self.table.borrow_mut().prefill_done(self.worker, self.prefill_tokens);
-        self.prefill_tokens = 0;
-        if self.origin.is_some() {
-            send(&self.up, self.key, || LoadOp::PrefillDone);
+        if self.table.borrow_mut().prefill_done(self.id) && self.sent {
+            send(&self.up, self.id.1, || LoadOp::PrefillDone);
         }
     }
 }
 
 impl Drop for Booking {
     fn drop(&mut self) {
-        self.table.borrow_mut().free(self.worker, self.prefill_tokens, &self.blocks);
-        if self.origin.is_some() {
-            send(&self.up, self.key, || LoadOp::Free);
+        self.table.borrow_mut().free(self.id);
+        if self.sent {
+            send(&self.up, self.id.1, || LoadOp::Free);
         }
     }
 }
@@ -316,8 +338,8 @@ mod tests {
                 other.borrow_mut().apply(m);
             }
         };
-        let mut b1 = a.book(W7, 100, vec![1, 2, 3]);
-        let b2 = a.book(W7, 50, vec![1, 2]);
+        let mut b1 = a.book(W7, 100, vec![1, 2, 3], 1);
+        let b2 = a.book(W7, 50, vec![1, 2], 2);
         // The ring holds 2: the third message waits in the backlog.
         b1.prefill_done();
         assert_eq!(a.up.borrow().as_ref().unwrap().backlog(), 1);
@@ -335,7 +357,7 @@ mod tests {
     #[test]
     fn a_single_shard_books_locally_only() {
         let a = Bookings::default();
-        let mut b = a.book(W1, 10, vec![5]);
+        let mut b = a.book(W1, 10, vec![5], 3);
         assert_eq!(a.table.borrow().get(W1).map(|x| x.prefill_tokens), Some(10));
         b.prefill_done();
         assert_eq!(a.table.borrow().get(W1).map(|x| x.prefill_tokens), Some(0));

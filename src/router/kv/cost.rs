@@ -32,6 +32,9 @@ pub struct CostParams {
     pub temperature: f64,
     /// `--router-track-prefill-tokens`.
     pub track_prefill_tokens: bool,
+    /// `--router-assume-kv-reuse`: requests sharing a prompt block share it in the decode
+    /// cost (off: every booked block counts once per request).
+    pub assume_kv_reuse: bool,
 }
 
 impl Default for CostParams {
@@ -45,6 +48,7 @@ impl Default for CostParams {
             disk_cache_hit_weight: 0.25,
             temperature: 0.0,
             track_prefill_tokens: true,
+            assume_kv_reuse: true,
         }
     }
 }

@@ -17,9 +17,13 @@
 //! a channel, so one slow worker never holds up the others' events. Malformed messages are
 //! counted and skipped; a publisher that goes away is reconnected while discovery still
 //! lists it.
+//!
+//! It also follows every `active_sequences_events` publisher (workers' prefill marks, other
+//! routers' bookings) and passes the shards' booking steps to [`Peers`], which matches the
+//! marks to bookings and, under `--router-replica-sync`, publishes this process's bookings.
+//! The sockets themselves and the wait on them are [`super::links`].
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
-use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -29,12 +33,14 @@ use super::events::{
     decode_kv_events, decode_kv_metrics, decode_message, decode_nats_message, DecodeError, EventMessage,
 };
 use super::index::{IndexOp, Owner};
+use super::links::{connect, poll, Link, NatsLink, Sockets};
+use super::peers::{Peers, SyncSetup};
 use super::predict::{CachePolicy, Expiry};
 use super::recovery::{self, Answer, Deadlines, QueryRequest, Target};
 use super::replica::IndexFeed;
 use super::streams::{Out, Streams, Want};
 use crate::plane::nats;
-use crate::plane::zmq::{Message, Sub};
+use crate::plane::zmq::Message;
 
 /// What discovery says the ingest thread should follow.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -43,7 +49,10 @@ pub struct Publishers {
     pub endpoints: BTreeSet<String>,
     /// ZMQ endpoints of the `kv_metrics` publishers (KV blocks in use, for busy detection).
     pub load_endpoints: BTreeSet<String>,
-    /// NATS subjects of `kv-events` and `kv_metrics` channels (workers on `--event-plane
+    /// ZMQ endpoints of the `active_sequences_events` publishers (workers' prefill marks,
+    /// other routers' bookings), with their publisher ids.
+    pub active_endpoints: BTreeMap<String, u64>,
+    /// NATS subjects of `kv-events`, `kv_metrics` and `active_sequences_events` channels (workers on `--event-plane
     /// nats`), received from the server `NATS_SERVER` names.
     pub nats_subjects: BTreeSet<String>,
     /// Instance ids of the live workers.
@@ -68,6 +77,16 @@ pub struct IngestStats {
     pub recovery_failures: AtomicU64,
     /// Recoveries abandoned after every attempt failed.
     pub recovery_given_up: AtomicU64,
+    /// `active_sequences_events` events received from workers and other routers.
+    pub active_events: AtomicU64,
+    /// Workers' prefill-complete marks matched to a booking of this process.
+    pub prefill_marks: AtomicU64,
+    /// Other routers' bookings held now (replica sync).
+    pub remote_bookings: AtomicU64,
+    /// Events this process published (replica sync), and messages dropped for slow
+    /// subscribers.
+    pub active_published: AtomicU64,
+    pub active_dropped: AtomicU64,
 }
 
 /// A copy of [`IngestStats`] at one moment.
@@ -81,6 +100,11 @@ pub struct IngestCounts {
     pub recovered: u64,
     pub recovery_failures: u64,
     pub recovery_given_up: u64,
+    pub active_events: u64,
+    pub prefill_marks: u64,
+    pub remote_bookings: u64,
+    pub active_published: u64,
+    pub active_dropped: u64,
 }
 
 impl IngestStats {
@@ -96,6 +120,11 @@ impl IngestStats {
             recovered: r(&self.recovered),
             recovery_failures: r(&self.recovery_failures),
             recovery_given_up: r(&self.recovery_given_up),
+            active_events: r(&self.active_events),
+            prefill_marks: r(&self.prefill_marks),
+            remote_bookings: r(&self.remote_bookings),
+            active_published: r(&self.active_published),
+            active_dropped: r(&self.active_dropped),
         }
     }
 }
@@ -109,13 +138,18 @@ pub struct IngestOptions {
     /// Approximate mode (`--no-router-kv-events`): no subscriptions; the shards' routing
     /// predictions are re-published to every replica and leave after this TTL or by LRU.
     pub approximate: Option<(Duration, CachePolicy)>,
+    /// `--router-replica-sync`: the publisher of this process's bookings, and its endpoint
+    /// as registered in discovery (not subscribed to).
+    pub sync: Option<SyncSetup>,
+    /// This router's id in `active_sequences_events` (its own events are ignored).
+    pub router_id: u64,
 }
 
 impl IngestOptions {
     /// Event mode, `NATS_SERVER` from the environment.
     pub fn from_env() -> IngestOptions {
         let nats_url = std::env::var("NATS_SERVER").unwrap_or_else(|_| nats::DEFAULT_URL.to_owned());
-        IngestOptions { nats_url, upstream: None, approximate: None }
+        IngestOptions { nats_url, upstream: None, approximate: None, sync: None, router_id: random_id() }
     }
 }
 
@@ -128,17 +162,12 @@ pub struct Ingest {
 }
 
 /// Largest frame accepted from a publisher.
-const MAX_FRAME: usize = 64 << 20;
+pub(super) const MAX_FRAME: usize = 64 << 20;
 const KV_EVENTS: &[u8] = b"kv-events";
 const KV_METRICS: &[u8] = b"kv_metrics";
+const ACTIVE: &[u8] = b"active_sequences_events";
 /// Recovery queries in flight at once (1.6.1: 16).
 pub const MAX_RECOVERIES: usize = 16;
-
-struct Link {
-    topic: &'static [u8],
-    sub: Option<Sub>,
-    next_try: Instant,
-}
 
 impl Ingest {
     /// Start the thread feeding `feed` from the workers' events; NATS channels are received
@@ -153,10 +182,11 @@ impl Ingest {
     pub fn start_for(
         shards: usize,
         approximate: Option<(Duration, CachePolicy)>,
+        sync: Option<SyncSetup>,
     ) -> std::io::Result<(Ingest, Vec<super::select::KvInstall>)> {
         let (feed, replicas) = super::replica::channel(shards, 1 << 16);
         let (ups, downstream) = super::active::channel(shards, 1 << 14)?;
-        let opts = IngestOptions { upstream: Some(downstream), approximate, ..IngestOptions::from_env() };
+        let opts = IngestOptions { upstream: Some(downstream), approximate, sync, ..IngestOptions::from_env() };
         let ingest = Ingest::start_with(feed, opts)?;
         let installs = replicas
             .into_iter()
@@ -165,7 +195,7 @@ impl Ingest {
                 replica,
                 ingest: ingest.stats.clone(),
                 up: Some(up),
-                share_bookings: shards > 1,
+                share_bookings: true,
                 approximate: approximate.is_some(),
             })
             .collect();
@@ -187,7 +217,10 @@ impl Ingest {
                 }
                 connect(&mut st.links, &st.stats);
                 st.nats.connect(&st.stats);
-                poll(&mut st.links, &mut st.nats, st.wake.as_deref(), &mut st.batch, &mut st.nats_batch);
+                let due = st.peers.flush(Instant::now(), &st.stats);
+                let wait = due.map_or(50, |d| d.as_millis().clamp(1, 50) as i32);
+                let sockets = Sockets { links: &mut st.links, nats: &mut st.nats, publisher: st.peers.publisher() };
+                poll(sockets, st.wake.as_deref(), &mut st.batch, &mut st.nats_batch, wait);
                 st.step();
             }
         })?;
@@ -210,116 +243,6 @@ impl Drop for Ingest {
         self.stop.store(true, Ordering::Release);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
-        }
-    }
-}
-
-fn connect(links: &mut HashMap<String, Link>, stats: &IngestStats) {
-    let now = Instant::now();
-    for (ep, link) in links.iter_mut().filter(|(_, l)| l.sub.is_none() && l.next_try <= now) {
-        match Sub::connect(ep, &[link.topic], Duration::from_secs(1), MAX_FRAME) {
-            Ok(sub) => {
-                crate::log::info(&format!("kv events: subscribed to {ep} ({})", String::from_utf8_lossy(link.topic)));
-                stats.connected.fetch_add(1, Ordering::Relaxed);
-                link.sub = Some(sub);
-            }
-            Err(e) => {
-                crate::log::warn(&format!("kv events: cannot subscribe to {ep}: {e}"));
-                link.next_try = now + Duration::from_secs(1);
-            }
-        }
-    }
-}
-
-/// The NATS side: one connection to `NATS_SERVER` subscribed to every wanted subject
-/// (reconnected with the new list when discovery changes it; a message lost meanwhile is a
-/// gap the recovery fills).
-struct NatsLink {
-    url: String,
-    subjects: BTreeSet<String>,
-    sub: Option<nats::Sub>,
-    next_try: Instant,
-}
-
-impl NatsLink {
-    fn connect(&mut self, stats: &IngestStats) {
-        if self.subjects.is_empty() || self.sub.is_some() || self.next_try > Instant::now() {
-            return;
-        }
-        let subjects: Vec<&str> = self.subjects.iter().map(String::as_str).collect();
-        match nats::Sub::connect(&self.url, &subjects, Duration::from_secs(1), MAX_FRAME) {
-            Ok(sub) => {
-                crate::log::info(&format!("kv events: subscribed to {} subjects on {}", subjects.len(), self.url));
-                stats.connected.fetch_add(1, Ordering::Relaxed);
-                self.sub = Some(sub);
-            }
-            Err(e) => {
-                crate::log::warn(&format!("kv events: cannot subscribe on NATS {}: {e}", self.url));
-                self.next_try = Instant::now() + Duration::from_secs(1);
-            }
-        }
-    }
-}
-
-/// Waits (≤ 50 ms) for readable publishers or word from the shards (`wake`), and collects
-/// the publishers' whole messages.
-fn poll(
-    links: &mut HashMap<String, Link>,
-    nats: &mut NatsLink,
-    wake: Option<&Wake>,
-    out: &mut Vec<Message>,
-    nats_out: &mut Vec<nats::NatsMsg>,
-) {
-    let mut fds: Vec<libc::pollfd> = Vec::new();
-    let mut keys: Vec<Option<String>> = Vec::new();
-    if let Some(w) = wake {
-        // First, and given no key: readable means "the shards sent something".
-        fds.push(libc::pollfd { fd: w.fd(), events: libc::POLLIN, revents: 0 });
-    }
-    for (ep, link) in links.iter() {
-        if let Some(sub) = &link.sub {
-            fds.push(libc::pollfd { fd: sub.stream().as_raw_fd(), events: libc::POLLIN, revents: 0 });
-            keys.push(Some(ep.clone()));
-        }
-    }
-    if let Some(sub) = &nats.sub {
-        fds.push(libc::pollfd { fd: sub.stream().as_raw_fd(), events: libc::POLLIN, revents: 0 });
-        keys.push(None);
-    }
-    if fds.is_empty() {
-        std::thread::sleep(Duration::from_millis(50));
-        return;
-    }
-    // SAFETY: `fds` is a valid array of `fds.len()` pollfd structs for the call's duration.
-    let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 50) };
-    if n <= 0 {
-        return;
-    }
-    let mut fds = &fds[..];
-    if let Some(w) = wake {
-        if fds[0].revents != 0 {
-            w.clear();
-        }
-        fds = &fds[1..];
-    }
-    for (fd, key) in fds.iter().zip(keys) {
-        if fd.revents == 0 {
-            continue;
-        }
-        let Some(ep) = key else {
-            if let Some(Err(e)) = nats.sub.as_mut().map(|s| s.drain(nats_out)) {
-                crate::log::warn(&format!("kv events: NATS {} lost ({e}); reconnecting", nats.url));
-                nats.sub = None;
-                nats.next_try = Instant::now() + Duration::from_secs(1);
-            }
-            continue;
-        };
-        let Some(link) = links.get_mut(&ep) else { continue };
-        let Some(sub) = link.sub.as_mut() else { continue };
-        if let Err(e) = sub.drain(out) {
-            crate::log::warn(&format!("kv events: publisher {ep} lost ({e}); reconnecting"));
-            link.sub = None;
-            link.next_try = Instant::now() + Duration::from_secs(1);
         }
     }
 }
@@ -347,11 +270,20 @@ struct State {
     replies_tx: flume::Sender<(Owner, Result<Answer, String>)>,
     replies: flume::Receiver<(Owner, Result<Answer, String>)>,
     callback_host: String,
+    /// Request ids ↔ bookings; replica sync in and out.
+    peers: Peers,
+    /// Our own `active_sequences_events` endpoint (never subscribed to).
+    own_endpoint: Option<String>,
+    ops: Vec<IndexOp>,
 }
 
 impl State {
     fn new(feed: IndexFeed, stats: Arc<IngestStats>, callback_host: String, opts: IngestOptions) -> State {
         let (replies_tx, replies) = flume::unbounded();
+        let (sync, own_endpoint) = match opts.sync {
+            Some((out, ep)) => (Some(out), Some(ep)),
+            None => (None, None),
+        };
         let (upstream, wake) = match opts.upstream {
             Some((rings, wake)) => (rings, Some(wake)),
             None => (Vec::new(), None),
@@ -375,6 +307,9 @@ impl State {
             replies_tx,
             replies,
             callback_host,
+            peers: Peers::new(opts.router_id, sync),
+            own_endpoint,
+            ops: Vec::new(),
         }
     }
 
@@ -384,20 +319,42 @@ impl State {
             for gone in self.workers.difference(&p.workers) {
                 expiry.remove_worker(*gone);
             }
-            p = Publishers { workers: p.workers, ..Publishers::default() };
+            // No KV events; prefill marks and other routers' bookings still matter.
+            let nats_subjects =
+                p.nats_subjects.into_iter().filter(|s| s.ends_with(".active_sequences_events")).collect();
+            p = Publishers {
+                workers: p.workers,
+                active_endpoints: p.active_endpoints,
+                nats_subjects,
+                ..Publishers::default()
+            };
         }
-        self.links.retain(
-            |ep, l| {
-                if l.topic == KV_EVENTS {
-                    p.endpoints.contains(ep)
-                } else {
-                    p.load_endpoints.contains(ep)
-                }
-            },
-        );
-        let wanted = p.endpoints.iter().map(|e| (e, KV_EVENTS)).chain(p.load_endpoints.iter().map(|e| (e, KV_METRICS)));
-        for (ep, topic) in wanted {
-            self.links.entry(ep.clone()).or_insert(Link { topic, sub: None, next_try: Instant::now() });
+        if let Some(own) = &self.own_endpoint {
+            p.active_endpoints.remove(own);
+        }
+        let mut gone = Vec::new();
+        self.links.retain(|ep, l| {
+            let keep = match l.topic {
+                KV_EVENTS => p.endpoints.contains(ep),
+                KV_METRICS => p.load_endpoints.contains(ep),
+                _ => p.active_endpoints.get(ep) == Some(&l.publisher),
+            };
+            if !keep && l.topic == ACTIVE {
+                gone.push(l.publisher);
+            }
+            keep
+        });
+        for publisher in gone {
+            self.peers.publisher_gone(publisher, &self.stats, &mut self.ops);
+        }
+        let wanted = p.endpoints.iter().map(|e| (e, KV_EVENTS, 0));
+        let wanted = wanted.chain(p.load_endpoints.iter().map(|e| (e, KV_METRICS, 0)));
+        let wanted = wanted.chain(p.active_endpoints.iter().map(|(e, id)| (e, ACTIVE, *id)));
+        for (ep, topic, publisher) in wanted {
+            self.links.entry(ep.clone()).or_insert(Link { topic, publisher, sub: None, next_try: Instant::now() });
+        }
+        for op in self.ops.drain(..) {
+            self.feed.publish(op);
         }
         for gone in self.workers.difference(&p.workers) {
             self.feed.publish(IndexOp::RemoveWorker { worker_id: *gone });
@@ -421,6 +378,9 @@ impl State {
 
     /// Applies what arrived (events, recovery answers, due retries) and flushes the feed.
     fn step(&mut self) {
+        // The shards' booking steps first: a worker's prefill mark read in this same round
+        // must find the booking its request id names.
+        self.upstream();
         let batch = std::mem::take(&mut self.batch);
         for m in &batch {
             let frames: smallvec::SmallVec<[&[u8]; 4]> = m.iter().map(Vec::as_slice).collect();
@@ -434,7 +394,6 @@ impl State {
         }
         self.nats_batch = batch;
         self.nats_batch.clear();
-        self.upstream();
         while let Ok((owner, reply)) = self.replies.try_recv() {
             self.in_flight -= 1;
             self.streams.reply(owner, reply, Instant::now(), &mut self.out);
@@ -468,7 +427,10 @@ impl State {
         for ring in self.upstream.iter_mut() {
             while let Ok(up) = ring.pop() {
                 match up {
-                    Up::Load(m) => self.feed.publish(IndexOp::Load(m)),
+                    Up::Load(m) => {
+                        self.peers.local_step(&m);
+                        self.feed.publish(IndexOp::Load(m));
+                    }
                     Up::Predict(p) => {
                         let Some(expiry) = self.approx.as_mut() else { continue };
                         if self.workers.contains(&p.owner.worker_id) {
@@ -499,6 +461,13 @@ impl State {
             Ok(m) => m,
             Err(e) => return self.malformed("message", &e),
         };
+        if msg.topic == ACTIVE {
+            self.peers.received(msg.envelope.payload, msg.envelope.publisher_id, &self.stats, &mut self.ops);
+            for op in self.ops.drain(..) {
+                self.feed.publish(op);
+            }
+            return;
+        }
         if msg.topic == KV_METRICS {
             match decode_kv_metrics(msg.envelope.payload) {
                 Ok(m) => self.feed.publish(IndexOp::Usage {
@@ -554,4 +523,9 @@ impl State {
 
 fn req_owner(req: &QueryRequest) -> Owner {
     Owner { worker_id: req.worker_id, dp_rank: req.dp_rank }
+}
+
+/// A random 64-bit id (router ids, publisher ids).
+pub fn random_id() -> u64 {
+    crate::worker::random_u64()
 }

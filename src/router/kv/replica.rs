@@ -32,7 +32,7 @@ use std::collections::{HashMap, VecDeque};
 
 use rtrb::{Consumer, Producer, RingBuffer};
 
-use super::active::LoadMsg;
+use super::active::{LoadMsg, LoadOp};
 use super::index::{IndexOp, KvIndex, Owner};
 
 /// The writer side: one producer per shard replica.
@@ -47,7 +47,8 @@ pub struct IndexReplica {
     index: KvIndex,
     /// Latest `kv_used_blocks` per owner (from [`IndexOp::Usage`]).
     usage: HashMap<Owner, u64>,
-    /// This replica's shard (its own [`IndexOp::Load`] messages are skipped).
+    /// This replica's shard (its own [`IndexOp::Load`] messages are skipped, but for the
+    /// workers' prefill marks, which only the ingest thread sends).
     id: u16,
     /// Other shards' booking steps, drained but not yet taken by the shard.
     loads: Vec<LoadMsg>,
@@ -122,7 +123,7 @@ impl IndexReplica {
                     self.usage.insert(owner, kv_used_blocks);
                 }
                 IndexOp::Load(m) => {
-                    if m.origin != self.id {
+                    if m.origin != self.id || m.op == LoadOp::PrefillMarked {
                         self.loads.push(m);
                     }
                 }

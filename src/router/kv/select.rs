@@ -73,7 +73,8 @@ pub struct KvInstall {
     pub ingest: Arc<IngestStats>,
     /// This shard's ring to the ingest thread (bookings for the other shards, predictions).
     pub up: Option<Upstream>,
-    /// Other shards exist: bookings are shared.
+    /// Booking steps go up to the ingest thread (other shards, workers' prefill marks,
+    /// replica sync).
     pub share_bookings: bool,
     /// Approximate mode (`--no-router-kv-events`): predictions are sent up.
     pub approximate: bool,
@@ -113,6 +114,18 @@ pub struct KvStats {
     /// Router queue: requests parked now, and ever.
     pub queued: u64,
     pub queued_total: u64,
+    /// Bookings now by worker rank (this process's and, with replica sync, other routers'):
+    /// requests, prefill tokens, distinct blocks. Every shard sees the whole picture
+    /// (merged: the largest values).
+    pub active: std::collections::BTreeMap<(u64, u32), ActiveLoad>,
+}
+
+/// The booked load of one worker rank.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ActiveLoad {
+    pub requests: u64,
+    pub prefill_tokens: u64,
+    pub blocks: u64,
 }
 
 impl KvStats {
@@ -129,6 +142,12 @@ impl KvStats {
         self.index_blocks = self.index_blocks.max(other.index_blocks);
         if other.ingest.events >= self.ingest.events {
             self.ingest = other.ingest;
+        }
+        for (w, a) in &other.active {
+            let m = self.active.entry(*w).or_default();
+            m.requests = m.requests.max(a.requests);
+            m.prefill_tokens = m.prefill_tokens.max(a.prefill_tokens);
+            m.blocks = m.blocks.max(a.blocks);
         }
     }
 }
@@ -217,6 +236,14 @@ impl KvSelector {
         }
         let mut st = self.stats.borrow().clone();
         st.index_blocks = index_blocks;
+        for (o, a) in self.bookings.table.borrow().iter() {
+            let load = ActiveLoad {
+                requests: u64::from(a.requests),
+                prefill_tokens: a.prefill_tokens,
+                blocks: a.blocks.len() as u64,
+            };
+            st.active.insert((o.worker_id, o.dp_rank), load);
+        }
         if let Some(i) = self.ingest.borrow().as_ref() {
             st.ingest = i.counts();
         }
@@ -233,15 +260,17 @@ impl KvSelector {
     }
 
     /// Choose among `workers[i]` for `i` in `usable` for the prompt `tokens` of a model
-    /// with `limits` (block size, KV blocks), and book the chosen one. `Ok(None)` when
-    /// `usable` is empty, [`Overloaded`] when every usable worker is busy.
+    /// with `limits` (block size, KV blocks), and book the chosen one for the request sent
+    /// as `request` (its id's UUID bits). `Ok(None)` when `usable` is empty, [`Overloaded`]
+    /// when every usable worker is busy.
     pub fn choose(
         &self,
         workers: &[Worker],
         usable: &[usize],
         tokens: &[u32],
         limits: &CardLimits,
-        rand: impl FnMut() -> u64,
+        request: u128,
+        mut rand: impl FnMut() -> u64,
     ) -> Result<Option<(Choice, Booking)>, Overloaded> {
         if usable.is_empty() {
             return Ok(None);
@@ -278,7 +307,10 @@ impl KvSelector {
         for &(_, owner) in &ranks {
             let a = table.get(owner);
             let held = a.map_or(0, |a| a.blocks.len() as u64);
-            let new = a.map_or(seq.len() as u64, |a| seq.iter().filter(|h| !a.blocks.contains_key(h)).count() as u64);
+            let new = match a {
+                Some(a) if self.params.assume_kv_reuse => seq.iter().filter(|h| !a.blocks.contains_key(h)).count(),
+                _ => seq.len(),
+            } as u64;
             let c = Candidate {
                 overlap_blocks: overlap_of(owner).min(local.len() as u32),
                 active_prefill_tokens: a.map_or(0, |a| a.prefill_tokens),
@@ -290,12 +322,15 @@ impl KvSelector {
             cands.push(c);
         }
         drop(table);
-        let Some(k) = choose(&logits, self.params.temperature, rand) else { return Ok(None) };
+        let Some(k) = choose(&logits, self.params.temperature, &mut rand) else { return Ok(None) };
         let (index, owner) = ranks[k];
         let cached = (u64::from(cands[k].overlap_blocks) * u64::from(block_size)).min(tokens.len() as u64);
         let prefill_tokens = tokens.len() as u64 - cached;
         self.predict(owner, &local, &seq, limits.total_kv_blocks);
-        let booking = self.bookings.book(owner, prefill_tokens, seq);
+        // `--no-router-assume-kv-reuse`: the booking's blocks are its own (fresh random
+        // identities), never shared with another request's.
+        let ids = if self.params.assume_kv_reuse { seq } else { seq.iter().map(|_| rand()).collect() };
+        let booking = self.bookings.book(owner, prefill_tokens, ids, request);
         let mut st = self.stats.borrow_mut();
         *st.decisions.entry(owner.worker_id).or_insert(0) += 1;
         st.overlap_blocks += u64::from(cands[k].overlap_blocks);
@@ -389,6 +424,28 @@ mod tests {
     }
 
     #[test]
+    fn without_assumed_kv_reuse_a_shared_prompt_counts_once_per_request() {
+        let w = workers(1);
+        let prompt: Vec<u32> = (1000..1200).collect();
+        for (reuse, blocks, logit) in [(true, 12, 12.5 + 12.0), (false, 24, 12.5 + 24.0)] {
+            let (_feed, mut replicas) = channel(1, 64);
+            let sel = KvSelector::new(
+                CostParams { assume_kv_reuse: reuse, ..CostParams::default() },
+                BusyThresholds::default(),
+            );
+            sel.install(alone(replicas.pop().unwrap()));
+            let mut rand = counter();
+            let (_, mut b1) = sel.choose(&w, &[0], &prompt, &LIMITS, 1, &mut rand).unwrap().unwrap();
+            b1.prefill_done();
+            // The same prompt again: its 12 blocks join the first request's or come on top.
+            let (c, _b2) = sel.choose(&w, &[0], &prompt, &LIMITS, 2, &mut rand).unwrap().unwrap();
+            assert_eq!(c.logit, logit, "assume_kv_reuse {reuse}");
+            let owner = Owner { worker_id: w[0].instance_id, dp_rank: 0 };
+            assert_eq!(sel.bookings.table.borrow().get(owner).unwrap().blocks.len(), blocks, "assume_kv_reuse {reuse}");
+        }
+    }
+
+    #[test]
     fn cached_prefix_wins_and_bookings_follow_the_answer() {
         let w = workers(2);
         let (mut feed, mut replicas) = channel(1, 64);
@@ -396,18 +453,18 @@ mod tests {
         sel.install(alone(replicas.pop().unwrap()));
         let prompt: Vec<u32> = (1000..1200).collect();
         // Nothing cached, idle: 200/16 + 12 = 24.5 on either; a tie.
-        let (c, b) = sel.choose(&w, &[0, 1], &prompt, &LIMITS, counter()).unwrap().unwrap();
+        let (c, b) = sel.choose(&w, &[0, 1], &prompt, &LIMITS, 0, counter()).unwrap().unwrap();
         assert_eq!((c.overlap_blocks, c.logit), (0, 24.5));
         drop(b);
         // Worker 101 holds 12 blocks: (12.5 − 12) + 12 = 12.5 beats 24.5.
         store(&mut feed, 101, &prompt, 12);
         feed.flush();
-        let (c, mut b) = sel.choose(&w, &[0, 1], &prompt, &LIMITS, counter()).unwrap().unwrap();
+        let (c, mut b) = sel.choose(&w, &[0, 1], &prompt, &LIMITS, 0, counter()).unwrap().unwrap();
         assert_eq!((c.index, c.overlap_blocks, c.logit), (1, 12, 12.5));
         // While that request prefills (8 uncached tokens booked) a fresh 200-token prompt
         // costs more on 101: (8 + 200)/16 + (12 ∪ 12 new = 24) = 37 vs 24.5 on 100.
         let other: Vec<u32> = (30000..30200).collect();
-        let (c2, b2) = sel.choose(&w, &[0, 1], &other, &LIMITS, counter()).unwrap().unwrap();
+        let (c2, b2) = sel.choose(&w, &[0, 1], &other, &LIMITS, 0, counter()).unwrap().unwrap();
         assert_eq!((c2.index, c2.logit), (0, 24.5));
         drop(b2);
         b.prefill_done();
@@ -416,7 +473,7 @@ mod tests {
         let st = sel.stats();
         assert_eq!(st.decisions.values().sum::<u64>(), 3);
         assert_eq!((st.overlap_blocks, st.prompt_blocks, st.index_ops, st.index_blocks), (12, 36, 1, 12));
-        assert!(sel.choose(&w, &[], &prompt, &LIMITS, counter()).unwrap().is_none());
+        assert!(sel.choose(&w, &[], &prompt, &LIMITS, 0, counter()).unwrap().is_none());
     }
 
     #[test]
@@ -431,20 +488,20 @@ mod tests {
         feed.publish(IndexOp::Usage { owner: Owner { worker_id: 101, dp_rank: 0 }, kv_used_blocks: 60 });
         feed.publish(IndexOp::Usage { owner: Owner { worker_id: 100, dp_rank: 0 }, kv_used_blocks: 50 });
         for _ in 0..4 {
-            let (c, _b) = sel.choose(&w, &[0, 1], &prompt, &LIMITS, counter()).unwrap().unwrap();
+            let (c, _b) = sel.choose(&w, &[0, 1], &prompt, &LIMITS, 0, counter()).unwrap().unwrap();
             assert_eq!(c.index, 0);
         }
         // 200 booked prefill tokens on 100 is under 0.3 × 1000; a second booking (400) is over.
-        let (_, mut b1) = sel.choose(&w, &[0, 1], &prompt, &LIMITS, counter()).unwrap().unwrap();
-        let (_, mut b2) = sel.choose(&w, &[0, 1], &prompt, &LIMITS, counter()).unwrap().unwrap();
-        assert_eq!(sel.choose(&w, &[0, 1], &prompt, &LIMITS, counter()).err(), Some(Overloaded));
+        let (_, mut b1) = sel.choose(&w, &[0, 1], &prompt, &LIMITS, 0, counter()).unwrap().unwrap();
+        let (_, mut b2) = sel.choose(&w, &[0, 1], &prompt, &LIMITS, 0, counter()).unwrap().unwrap();
+        assert_eq!(sel.choose(&w, &[0, 1], &prompt, &LIMITS, 0, counter()).err(), Some(Overloaded));
         // The prefill is done: 100 is free again.
         b1.prefill_done();
         b2.prefill_done();
-        assert!(sel.choose(&w, &[0, 1], &prompt, &LIMITS, counter()).unwrap().is_some());
+        assert!(sel.choose(&w, &[0, 1], &prompt, &LIMITS, 0, counter()).unwrap().is_some());
         // A departed worker's report is forgotten; an unreported worker is never busy.
         feed.publish(IndexOp::RemoveWorker { worker_id: 101 });
-        let (c, _b) = sel.choose(&w, &[1], &prompt, &LIMITS, counter()).unwrap().unwrap();
+        let (c, _b) = sel.choose(&w, &[1], &prompt, &LIMITS, 0, counter()).unwrap().unwrap();
         assert_eq!(c.index, 1);
         assert!(!BusyThresholds::default().any());
     }
@@ -459,13 +516,13 @@ mod tests {
         let prompt: Vec<u32> = (0..200).collect();
         // Rank 1 of worker 101 holds the prefix; rank 0 holds nothing.
         store_on(&mut feed, Owner { worker_id: 101, dp_rank: 1 }, &prompt, 12);
-        let (c, b) = sel.choose(&w, &[0, 1], &prompt, &LIMITS, counter()).unwrap().unwrap();
+        let (c, b) = sel.choose(&w, &[0, 1], &prompt, &LIMITS, 0, counter()).unwrap().unwrap();
         assert_eq!((c.index, c.dp_rank, c.overlap_blocks), (1, 1, 12));
         // Its booking loads rank 1 only: a fresh prompt is cheapest on 101's idle rank 0 or
         // on 100 (a tie), never on rank 1.
         let other: Vec<u32> = (9000..9200).collect();
         for _ in 0..8 {
-            let (c2, _b2) = sel.choose(&w, &[0, 1], &other, &LIMITS, counter()).unwrap().unwrap();
+            let (c2, _b2) = sel.choose(&w, &[0, 1], &other, &LIMITS, 0, counter()).unwrap().unwrap();
             assert!(c2.index == 0 || c2.dp_rank == 0, "{c2:?}");
         }
         drop(b);

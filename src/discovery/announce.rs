@@ -1,0 +1,208 @@
+//! What the frontend itself registers in discovery: under `--router-replica-sync`, one
+//! `active_sequences_events` event channel per served endpoint, pointing at the ZMQ
+//! publisher of this process's bookings (spec: KV routing §2.1, §7.8). The record is the
+//! one a 1.6.1 `dynamo.frontend --router-replica-sync` writes: endpoint scope of the
+//! workers' endpoint, `instance_id` = the publisher id, key
+//! `namespace/<ns>/component/<c>/endpoint/<e>/topic/active_sequences_events/<publisher hex>`.
+//!
+//! A thread of its own ([`Announcer`]) does the blocking writes: the control thread sends it
+//! the set of served endpoints on each discovery change; it writes the records of new ones,
+//! deletes those of endpoints no longer served, keeps file records alive (their mtime is
+//! their liveness, touched every [`TOUCH_EVERY`]) and deletes every record when stopped.
+//! etcd records are attached to the frontend's lease, so a killed frontend's records go
+//! with it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::json;
+
+use super::etcd::EtcdClient;
+use super::records::{encode_key, instance_hex, BUCKET_EVENT_CHANNELS};
+
+/// How often file records are touched (a third of the 10 s TTL, as workers do).
+pub const TOUCH_EVERY: Duration = Duration::from_millis(3300);
+
+/// A served endpoint: (namespace, component, endpoint).
+pub type Scope = (String, String, String);
+
+/// Where the records go.
+pub enum Store {
+    File(PathBuf),
+    /// The client and the lease the records are attached to.
+    Etcd(EtcdClient, i64),
+}
+
+/// The channel being announced.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Channel {
+    pub topic: &'static str,
+    pub publisher_id: u64,
+    /// `tcp://<ip>:<port>`.
+    pub endpoint: String,
+}
+
+impl Channel {
+    /// The record key (without the bucket) under `scope`.
+    pub fn key(&self, (ns, component, endpoint): &Scope) -> String {
+        format!(
+            "namespace/{ns}/component/{component}/endpoint/{endpoint}/topic/{}/{}",
+            self.topic,
+            instance_hex(self.publisher_id)
+        )
+    }
+
+    /// The record's JSON under `scope`.
+    pub fn record(&self, (ns, component, endpoint): &Scope) -> Vec<u8> {
+        let v = json!({
+            "type": "EventChannel",
+            "scope": {"kind": "endpoint", "endpoint": {"namespace": ns, "component": component, "name": endpoint}},
+            "topic": self.topic,
+            "instance_id": self.publisher_id,
+            "transport": {"kind": "Zmq", "config": {"endpoint": self.endpoint}},
+        });
+        serde_json::to_vec(&v).expect("JSON values serialize")
+    }
+}
+
+/// Handle to the announcing thread; dropping it deletes the records and waits.
+pub struct Announcer {
+    tx: Option<flume::Sender<BTreeSet<Scope>>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Announcer {
+    pub fn start(store: Store, channel: Channel) -> std::io::Result<Announcer> {
+        let (tx, rx) = flume::unbounded::<BTreeSet<Scope>>();
+        let thread = std::thread::Builder::new().name("announce".into()).spawn(move || run(store, channel, rx))?;
+        Ok(Announcer { tx: Some(tx), thread: Some(thread) })
+    }
+
+    /// A sender of the served endpoints, for the control thread.
+    pub fn sender(&self) -> flume::Sender<BTreeSet<Scope>> {
+        self.tx.clone().expect("held until drop")
+    }
+}
+
+impl Drop for Announcer {
+    fn drop(&mut self) {
+        self.tx.take();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// What is written: key → file (file store) or nothing (etcd).
+type Written = BTreeMap<String, Option<PathBuf>>;
+
+fn run(store: Store, channel: Channel, rx: flume::Receiver<BTreeSet<Scope>>) {
+    let mut written: Written = BTreeMap::new();
+    let mut wanted: BTreeSet<Scope> = BTreeSet::new();
+    loop {
+        match rx.recv_timeout(TOUCH_EVERY) {
+            Ok(scopes) => wanted = scopes,
+            Err(flume::RecvTimeoutError::Timeout) => {}
+            Err(flume::RecvTimeoutError::Disconnected) => break,
+        }
+        let keys: BTreeMap<String, &Scope> = wanted.iter().map(|s| (channel.key(s), s)).collect();
+        written.retain(|key, file| {
+            if keys.contains_key(key) {
+                return true;
+            }
+            remove(&store, key, file.as_ref());
+            false
+        });
+        for (key, scope) in &keys {
+            match written.get(key) {
+                Some(Some(file)) => {
+                    if crate::worker::register::touch(file).is_err() {
+                        // Deleted by someone (an expiry sweep): write it again.
+                        written.remove(key);
+                    }
+                }
+                Some(None) => {}
+                None => match write(&store, key, &channel.record(scope)) {
+                    Ok(file) => {
+                        crate::log::info(&format!("discovery: registered event channel {key}"));
+                        written.insert(key.clone(), file);
+                    }
+                    Err(e) => crate::log::warn(&format!("discovery: cannot register {key}: {e}")),
+                },
+            }
+        }
+    }
+    for (key, file) in &written {
+        remove(&store, key, file.as_ref());
+    }
+}
+
+fn write(store: &Store, key: &str, bytes: &[u8]) -> std::io::Result<Option<PathBuf>> {
+    match store {
+        Store::File(root) => {
+            crate::worker::register::publish(&root.join(BUCKET_EVENT_CHANNELS), &encode_key(key), bytes).map(Some)
+        }
+        Store::Etcd(client, lease) => {
+            client.put(&format!("{BUCKET_EVENT_CHANNELS}/{key}"), bytes, Some(*lease))?;
+            Ok(None)
+        }
+    }
+}
+
+fn remove(store: &Store, key: &str, file: Option<&PathBuf>) {
+    let r = match (store, file) {
+        (Store::File(_), Some(f)) => std::fs::remove_file(f),
+        (Store::Etcd(client, _), _) => client.delete(&format!("{BUCKET_EVENT_CHANNELS}/{key}")).map(|_| ()),
+        _ => Ok(()),
+    };
+    if let Err(e) = r {
+        crate::log::warn(&format!("discovery: cannot remove {key}: {e}"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_record_has_the_shape_a_1_6_1_frontend_writes() {
+        let c = Channel {
+            topic: "active_sequences_events",
+            publisher_id: 3631537584937614,
+            endpoint: "tcp://127.0.0.1:45251".into(),
+        };
+        let scope = ("dynamo".to_string(), "backend".to_string(), "generate".to_string());
+        assert_eq!(
+            c.key(&scope),
+            "namespace/dynamo/component/backend/endpoint/generate/topic/active_sequences_events/ce6dd3bbd1a8e"
+        );
+        // Observed from `python -m dynamo.frontend --router-mode kv --router-replica-sync`.
+        let observed = r#"{"type":"EventChannel","scope":{"kind":"endpoint","endpoint":{"namespace":"dynamo","component":"backend","name":"generate"}},"topic":"active_sequences_events","instance_id":3631537584937614,"transport":{"kind":"Zmq","config":{"endpoint":"tcp://127.0.0.1:45251"}}}"#;
+        assert_eq!(String::from_utf8(c.record(&scope)).unwrap(), observed);
+    }
+
+    #[test]
+    fn file_records_come_and_go_with_the_served_endpoints() {
+        let root = std::env::temp_dir().join(format!("switchyard-announce-{}", std::process::id()));
+        let c = Channel { topic: "active_sequences_events", publisher_id: 0xabc, endpoint: "tcp://127.0.0.1:1".into() };
+        let a = Announcer::start(Store::File(root.clone()), c).unwrap();
+        let dir = root.join(BUCKET_EVENT_CHANNELS);
+        let count = || std::fs::read_dir(&dir).map_or(0, |d| d.count());
+        let wait_for = |n: usize| {
+            let until = std::time::Instant::now() + Duration::from_secs(5);
+            while count() != n {
+                assert!(std::time::Instant::now() < until, "expected {n} records, found {}", count());
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        };
+        let s = |e: &str| ("dynamo".to_string(), "backend".to_string(), e.to_string());
+        a.sender().send([s("generate"), s("other")].into()).unwrap();
+        wait_for(2);
+        a.sender().send([s("other")].into()).unwrap();
+        wait_for(1);
+        drop(a);
+        assert_eq!(count(), 0, "records deleted at stop");
+        let _ = std::fs::remove_dir_all(&root);
+    }
+}

@@ -424,6 +424,54 @@ fn openai_routes_over_h2c() {
     assert_eq!(got.len(), 1, "{got:?}");
     assert_eq!(got[0].0, 7, "{got:?}");
     assert_eq!(u32::from_be_bytes(got[0].1[4..8].try_into().unwrap()), 1, "PROTOCOL_ERROR");
+
+    // A pseudo-header field in a request's trailers makes the request malformed (RFC 9113
+    // §8.1): RST_STREAM PROTOCOL_ERROR on that stream, while a clean request with trailers on
+    // the same connection is answered.
+    let lit = |name: &str, value: &str| -> Vec<u8> {
+        [&[0u8, name.len() as u8][..], name.as_bytes(), &[value.len() as u8], value.as_bytes()].concat()
+    };
+    let frame = |kind: u8, flags: u8, stream: u32, payload: &[u8]| -> Vec<u8> {
+        let n = payload.len();
+        [&[(n >> 16) as u8, (n >> 8) as u8, n as u8, kind, flags][..], &stream.to_be_bytes(), payload].concat()
+    };
+    let head =
+        [lit(":method", "POST"), lit(":scheme", "http"), lit(":path", "/v1/completions"), lit(":authority", "x")]
+            .concat();
+    let mut raw = Client::connect(s.addr());
+    raw.stream.set_read_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
+    let mut out = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    out.extend(frame(4, 0, 0, &[]));
+    for (stream, trailer) in [(1u32, lit(":method", "POST")), (3, lit("x-check", "ok"))] {
+        out.extend(frame(1, 0x4, stream, &head));
+        out.extend(frame(0, 0, stream, b"{"));
+        out.extend(frame(1, 0x4 | 0x1, stream, &trailer));
+    }
+    raw.send(&out);
+    let (mut reset, mut answered) = (None, false);
+    let mut got = Vec::new();
+    let mut tmp = [0u8; 4096];
+    while reset.is_none() || !answered {
+        let n = std::io::Read::read(&mut raw.stream, &mut tmp).expect("frames before the timeout");
+        assert!(n > 0, "closed early: {:?}", frames(&got));
+        got.extend_from_slice(&tmp[..n]);
+        let mut rest = &got[..];
+        while rest.len() >= 9 {
+            let len = u32::from_be_bytes([0, rest[0], rest[1], rest[2]]) as usize;
+            if rest.len() < 9 + len {
+                break;
+            }
+            let stream = u32::from_be_bytes(rest[5..9].try_into().unwrap());
+            match (rest[3], stream) {
+                (3, 1) => reset = Some(u32::from_be_bytes(rest[9..13].try_into().unwrap())),
+                (1, 3) => answered = true,
+                (3, 3) => panic!("the clean request was reset"),
+                _ => {}
+            }
+            rest = &rest[9 + len..];
+        }
+    }
+    assert_eq!(reset, Some(1), "RST_STREAM PROTOCOL_ERROR on the malformed stream");
 }
 
 /// Everything the server sends until it closes.

@@ -7,9 +7,12 @@
 //! `poll_accept` drives the whole connection (reads, writes, flow control, pings); the stream
 //! tasks only queue frames. Protocol errors are `h2`'s to answer (GOAWAY or RST_STREAM, then
 //! the close, as RFC 9113 says; for malformed frames and HPACK errors `h2` uses PROTOCOL_ERROR
-//! where the RFC names FRAME_SIZE_ERROR, COMPRESSION_ERROR or FLOW_CONTROL_ERROR, and it drops
-//! pseudo-header fields of request trailers unseen: `scripts/h2_conformance.py` lists both);
-//! a failed connection ends only its own task.
+//! where the RFC names FRAME_SIZE_ERROR, COMPRESSION_ERROR or FLOW_CONTROL_ERROR:
+//! `scripts/h2_conformance.py` lists them); a failed connection ends only its own task.
+//! `h2` drops pseudo-header fields of request trailers unseen, so the bytes read also go past
+//! a [`super::trailers::Watch`], and each stream's request carries its
+//! [`super::trailers::Flag`] for the handler to refuse such a request (RST_STREAM
+//! PROTOCOL_ERROR).
 //!
 //! A connection with no open stream for `idle_timeout` is closed the same graceful way.
 //!
@@ -88,7 +91,8 @@ pub async fn serve<H: Handler>(
     if let Some(w) = settings.connection_window {
         builder.initial_connection_window_size(w);
     }
-    let handshake = builder.handshake::<_, Bytes>(Prefixed::new(read.freeze(), io));
+    let (watch, marker) = super::trailers::Watch::new();
+    let handshake = builder.handshake::<_, Bytes>(Prefixed::new(read.freeze(), io).watching(watch));
     let mut conn = monoio::select! {
         c = handshake => match c {
             Ok(c) => c,
@@ -108,11 +112,15 @@ pub async fn serve<H: Handler>(
         };
         monoio::select! {
             next = poll_fn(|cx| conn.poll_accept(cx)) => match next {
-                Some(Ok((req, respond))) => {
+                Some(Ok((mut req, respond))) => {
                     let open = Open::new(&streams);
                     let h = handler.clone();
+                    let id = respond.stream_id().as_u32();
+                    req.extensions_mut().insert(marker.accept(id));
+                    let marker = marker.clone();
                     monoio::spawn(async move {
                         h.stream(req, respond).await;
+                        marker.finish(id);
                         drop(open);
                     });
                 }

@@ -7,7 +7,8 @@
 //! * [`conn`]: the connection loop (the `h2` crate's server over monoio's poll-style
 //!   `TcpStreamPoll`), one task per stream, graceful close with the shard's gate;
 //! * [`body`]: reading a request body within a limit and sending data within the peer's
-//!   flow-control window (capacity reserved before each send, received bytes released).
+//!   flow-control window (capacity reserved before each send, received bytes released);
+//! * [`trailers`]: spotting pseudo-header fields in request trailers, which `h2` drops unseen.
 //!
 //! The HTTP/1.1 path never goes through any of this beyond [`detect`]: the first read of a
 //! connection happens here, and an HTTP/1.1 connection continues on monoio's completion-based
@@ -19,6 +20,7 @@
 
 pub mod body;
 pub mod conn;
+pub mod trailers;
 
 use std::future::Future;
 use std::io;
@@ -158,26 +160,42 @@ pub trait Handler: 'static {
 
 /// An I/O object that yields `prefix` before reading from `inner`: the bytes [`detect`] read
 /// go back to the HTTP/2 codec, which expects to read the preface itself.
+/// With a [`trailers::Watch`], every byte read is shown to it too.
 pub struct Prefixed<T> {
     prefix: Bytes,
     inner: T,
+    watch: Option<trailers::Watch>,
 }
 
 impl<T> Prefixed<T> {
     pub fn new(prefix: Bytes, inner: T) -> Self {
-        Prefixed { prefix, inner }
+        Prefixed { prefix, inner, watch: None }
+    }
+
+    /// Show every byte read (preface included) to `watch`.
+    pub fn watching(mut self, watch: trailers::Watch) -> Self {
+        self.watch = Some(watch);
+        self
     }
 }
 
 impl<T: AsyncRead + Unpin> AsyncRead for Prefixed<T> {
     fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
         if !self.prefix.is_empty() {
             let n = self.prefix.len().min(buf.remaining());
             buf.put_slice(&self.prefix[..n]);
             self.prefix.advance(n);
-            return Poll::Ready(Ok(()));
+        } else {
+            let this = &mut *self;
+            if Pin::new(&mut this.inner).poll_read(cx, buf)?.is_pending() {
+                return Poll::Pending;
+            }
         }
-        Pin::new(&mut self.inner).poll_read(cx, buf)
+        if let Some(w) = self.watch.as_mut() {
+            w.feed(&buf.filled()[before..]);
+        }
+        Poll::Ready(Ok(()))
     }
 }
 

@@ -64,8 +64,14 @@ pub async fn serve(ctx: &Rc<ShardCtx>, req: http::Request<RecvStream>, respond: 
     if method == "ModelStreamInfer" {
         return stream::serve(ctx, recv, respond, call).await;
     }
+    // Pseudo-header fields in the request's trailers make it malformed (RFC 9113 §8.1).
+    let trailers = parts.extensions.get::<crate::h2::trailers::Flag>().cloned();
+    let malformed = || trailers.as_ref().is_some_and(|f| f.is_set());
     let answer = async {
         let msg = read_one(&mut recv, &call).await?;
+        if malformed() {
+            return Err(None);
+        }
         Ok::<_, Option<Error>>(unary(ctx, method, msg).await)
     };
     let result = monoio::select! {
@@ -75,6 +81,10 @@ pub async fn serve(ctx: &Rc<ShardCtx>, req: http::Request<RecvStream>, respond: 
     match result {
         Ok(result) => grpc::unary(respond, result).await,
         Err(Some(e)) => grpc::fail(respond, &e),
+        Err(None) if malformed() => {
+            let mut respond = respond;
+            respond.send_reset(h2::Reason::PROTOCOL_ERROR);
+        }
         Err(None) => {}
     }
 }

@@ -8,7 +8,7 @@ holds switchyard's "model files DIR: loaded in N ms" line, that time (reading an
 model files: tokenizer, template) is reported as `model_load_ms`, so it can be told apart
 from the rest of the start.
 
-Usage: python3 perf/ready.py --port 18300 --model qwen3 -- switchyard --http-port 18300 ...
+Usage: python3 perf/ready.py --port 18300 --model qwen3 --label switchyard -- switchyard --http-port 18300 ...
 """
 import argparse
 import json
@@ -44,6 +44,7 @@ def main() -> int:
     ap.add_argument("--model", required=True)
     ap.add_argument("--timeout", type=float, default=60)
     ap.add_argument("--log", default=os.devnull)
+    ap.add_argument("--label", default="", help="the frontend's name, copied into the output")
     ap.add_argument("cmd", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     cmd = a.cmd[1:] if a.cmd and a.cmd[0] == "--" else a.cmd
@@ -69,7 +70,7 @@ def main() -> int:
             print(json.dumps({"error": f"not ready within {a.timeout} s", "exit": p.poll()}))
             return 1
         time.sleep(3)
-        out = {"port_ms": round(port_ms, 1), "ready_ms": round(ready_ms, 1),
+        out = {"row": "ready", "frontend": a.label, "port_ms": round(port_ms, 1), "ready_ms": round(ready_ms, 1),
                "idle_rss_mb": round(kb(p.pid, "VmRSS") / 1024, 1),
                "peak_rss_mb": round(kb(p.pid, "VmHWM") / 1024, 1)}
         if a.log != os.devnull:

@@ -83,10 +83,10 @@ sleep 2
 
 echo "== ready and idle memory (3 starts each)" >&2
 for i in 1 2 3; do
-  taskset -c 0 python3 perf/ready.py --port 18300 --model qwen3 --log "$WORK/ready-sy$i.log" -- \
-    "${SY_CMD[@]}" --http-port 18300 | sed 's/^/{"frontend":"switchyard","row":"ready",/; s/,{/,/' >>"$OUT/points.jsonl"
-  taskset -c 0 python3 perf/ready.py --port 18301 --model qwen3 --log "$WORK/ready-dy$i.log" -- \
-    "${DY_CMD[@]}" --http-port 18301 | sed 's/^/{"frontend":"dynamo","row":"ready",/; s/,{/,/' >>"$OUT/points.jsonl"
+  taskset -c 0 python3 perf/ready.py --port 18300 --model qwen3 --label switchyard --log "$WORK/ready-sy$i.log" \
+    -- "${SY_CMD[@]}" --http-port 18300 >>"$OUT/points.jsonl"
+  taskset -c 0 python3 perf/ready.py --port 18301 --model qwen3 --label dynamo --log "$WORK/ready-dy$i.log" \
+    -- "${DY_CMD[@]}" --http-port 18301 >>"$OUT/points.jsonl"
 done
 
 
@@ -166,7 +166,7 @@ PYEOF
 
 ladder() { # workload rates...
   local w=$1; shift
-  local order=(switchyard dynamo) n=0
+  local order=(switchyard dynamo)
   for rate in "$@"; do
     for fe in "${order[@]}"; do
       if saturated "$w" "$fe"; then echo "$w: $fe saturated; not offered $rate/s" >&2; continue; fi
@@ -176,7 +176,6 @@ ladder() { # workload rates...
       kill "$FE_PID"; wait "$FE_PID" 2>/dev/null || true
     done
     order=("${order[1]}" "${order[0]}")
-    n=$((n + 1))
   done
 }
 

@@ -48,6 +48,12 @@ impl Flag {
     }
 }
 
+/// Whether the request with these extensions had pseudo-header fields in its trailers (only
+/// known once its body has been read to the end).
+pub fn malformed(extensions: &http::Extensions) -> bool {
+    extensions.get::<Flag>().is_some_and(Flag::is_set)
+}
+
 #[derive(Default)]
 struct Marks {
     /// Flags of the streams the connection loop has accepted, by stream id.
@@ -165,10 +171,8 @@ impl Watch {
                     self.block.clear();
                     self.block_stream = stream;
                     self.skip_front = usize::from(flags & PADDED != 0) + if flags & PRIORITY != 0 { 5 } else { 0 };
-                    self.pad_back = usize::MAX; // read from the pad-length byte when padded
-                    if flags & PADDED == 0 {
-                        self.pad_back = 0;
-                    }
+                    // Padded: the length is the payload's first byte (MAX until it is read).
+                    self.pad_back = if flags & PADDED != 0 { usize::MAX } else { 0 };
                 } else if flags & END_STREAM == 0 && self.open.len() < MAX_OPEN {
                     self.open.insert(stream);
                 }

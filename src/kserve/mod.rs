@@ -65,8 +65,7 @@ pub async fn serve(ctx: &Rc<ShardCtx>, req: http::Request<RecvStream>, respond: 
         return stream::serve(ctx, recv, respond, call).await;
     }
     // Pseudo-header fields in the request's trailers make it malformed (RFC 9113 §8.1).
-    let trailers = parts.extensions.get::<crate::h2::trailers::Flag>().cloned();
-    let malformed = || trailers.as_ref().is_some_and(|f| f.is_set());
+    let malformed = || crate::h2::trailers::malformed(&parts.extensions);
     let answer = async {
         let msg = read_one(&mut recv, &call).await?;
         if malformed() {

@@ -30,7 +30,7 @@ impl crate::h2::Handler for Frontend {
         let (parts, mut recv) = req.into_parts();
         let limits = self.ctx.conn.limits;
         let resp = match body::read_all(&mut recv, limits.max_body_bytes).await {
-            Ok(_) if parts.extensions.get::<crate::h2::trailers::Flag>().is_some_and(|f| f.is_set()) => {
+            Ok(_) if crate::h2::trailers::malformed(&parts.extensions) => {
                 // Malformed (RFC 9113 §8.1): pseudo-header fields in the trailers.
                 let mut respond = respond;
                 respond.send_reset(h2::Reason::PROTOCOL_ERROR);

@@ -102,6 +102,7 @@ const IMPLEMENTED: &[&str] = &[
     "router_temperature",
     "router_track_prefill_tokens",
     "router_assume_kv_reuse",
+    "router_tie_break",
     // Approximate mode (`--no-router-kv-events`, TTL policy).
     "use_kv_events",
     "router_ttl_secs",
@@ -503,6 +504,7 @@ fn kv_cost(p: &Parsed) -> Result<crate::router::kv::cost::CostParams, ConfigErro
         temperature: number("router_temperature", d.temperature)?,
         track_prefill_tokens: boolean(p, "router_track_prefill_tokens"),
         assume_kv_reuse: boolean(p, "router_assume_kv_reuse"),
+        prefer_room: text(p, "router_tie_break") != Some("random"),
         ..d
     })
 }

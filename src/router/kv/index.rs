@@ -290,6 +290,11 @@ impl KvIndex {
         }
     }
 
+    /// Blocks `owner` holds (0 for an owner with none).
+    pub fn owner_blocks(&self, owner: Owner) -> usize {
+        self.owner_ids.get(&owner).map_or(0, |&id| self.slot(id).lookup.len())
+    }
+
     /// Per owner, the number of consecutive blocks of `local_hashes` it holds from block 0;
     /// owners holding none are left out. Order is unspecified.
     pub fn find_matches(&self, local_hashes: &[u64]) -> Vec<(Owner, u32)> {

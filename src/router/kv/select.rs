@@ -4,7 +4,8 @@
 //! For each request: the prompt's local block hashes (§5.2) and their chained sequence
 //! hashes (§5.3), the shard's replica brought up to date and asked for each worker's overlap
 //! (§6.1), then Dynamo's cost per candidate ([`super::cost`]) from the overlap and this shard's
-//! bookings, and the cheapest candidate (random among ties). The chosen worker is *booked*
+//! bookings, and the cheapest candidate (among ties the one whose cache holds the fewest
+//! blocks, [`super::cost::choose_roomiest`]; `--router-tie-break random`: any, as 1.6.1). The chosen worker is *booked*
 //! (§7.3): its active prefill tokens grow by the uncached part of the prompt until the first
 //! answer arrives, its active block set takes the prompt's sequence hashes until the answer
 //! ends ([`Booking`]).
@@ -25,7 +26,7 @@ use std::sync::Arc;
 
 pub use super::active::Booking;
 use super::active::{Bookings, Upstream};
-use super::cost::{choose, logit, Candidate, CostParams, RequestShape};
+use super::cost::{choose, choose_roomiest, logit, Candidate, CostParams, RequestShape};
 use super::hash::{local_block_hashes, sequence_hashes, BlockHashOptions};
 use super::index::{BlockPair, Owner};
 use super::ingest::{IngestCounts, IngestStats};
@@ -322,7 +323,15 @@ impl KvSelector {
             cands.push(c);
         }
         drop(table);
-        let Some(k) = choose(&logits, self.params.temperature, &mut rand) else { return Ok(None) };
+        let k = if self.params.prefer_room {
+            let replica = self.replica.borrow();
+            let cached: smallvec::SmallVec<[u64; 16]> =
+                ranks.iter().map(|&(_, o)| replica.as_ref().map_or(0, |r| r.index().owner_blocks(o) as u64)).collect();
+            choose_roomiest(&logits, &cached, self.params.temperature, &mut rand)
+        } else {
+            choose(&logits, self.params.temperature, &mut rand)
+        };
+        let Some(k) = k else { return Ok(None) };
         let (index, owner) = ranks[k];
         let cached = (u64::from(cands[k].overlap_blocks) * u64::from(block_size)).min(tokens.len() as u64);
         let prefill_tokens = tokens.len() as u64 - cached;
@@ -474,6 +483,39 @@ mod tests {
         assert_eq!(st.decisions.values().sum::<u64>(), 3);
         assert_eq!((st.overlap_blocks, st.prompt_blocks, st.index_ops, st.index_blocks), (12, 36, 1, 12));
         assert!(sel.choose(&w, &[], &prompt, &LIMITS, 0, counter()).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_new_prefix_goes_to_the_emptiest_cache_unless_ties_are_random() {
+        let w = workers(3);
+        let (mut feed, mut replicas) = channel(1, 64);
+        let sel = KvSelector::new(CostParams::default(), BusyThresholds::default());
+        sel.install(alone(replicas.pop().unwrap()));
+        // Workers 100 and 102 hold other prompts (8 and 3 blocks); 101 holds nothing.
+        store(&mut feed, 100, &(50_000..50_128).collect::<Vec<u32>>(), 8);
+        store(&mut feed, 102, &(60_000..60_048).collect::<Vec<u32>>(), 3);
+        feed.flush();
+        let fresh: Vec<u32> = (1000..1200).collect();
+        let mut rand = counter();
+        for _ in 0..20 {
+            let (c, _b) = sel.choose(&w, &[0, 1, 2], &fresh, &LIMITS, 0, &mut rand).unwrap().unwrap();
+            assert_eq!((c.index, c.logit), (1, 24.5), "the tie goes to the empty cache");
+        }
+        // Without 101, the one holding fewer blocks.
+        let (c, _b) = sel.choose(&w, &[0, 2], &fresh, &LIMITS, 0, &mut rand).unwrap().unwrap();
+        assert_eq!(c.index, 2);
+        // `--router-tie-break random`: every tied worker is picked now and then.
+        let sel =
+            KvSelector::new(CostParams { prefer_room: false, ..CostParams::default() }, BusyThresholds::default());
+        let (mut feed, mut replicas) = channel(1, 64);
+        sel.install(alone(replicas.pop().unwrap()));
+        store(&mut feed, 100, &(50_000..50_128).collect::<Vec<u32>>(), 8);
+        feed.flush();
+        let mut seen = [0; 3];
+        for _ in 0..300 {
+            seen[sel.choose(&w, &[0, 1, 2], &fresh, &LIMITS, 0, &mut rand).unwrap().unwrap().0.index] += 1;
+        }
+        assert!(seen.iter().all(|&n| n > 50), "{seen:?}");
     }
 
     #[test]

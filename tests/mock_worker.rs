@@ -106,7 +106,7 @@ impl Frontend {
 
 /// Reads a whole stream until the sentinel or EOF; `cancel: Some((n, word))` sends `word`
 /// (kill / stop) once `n` items have arrived.
-fn read_stream<T: serde::de::DeserializeOwned>(
+fn read_stream<T: serde::de::DeserializeOwned + 'static>(
     mut s: TcpStream,
     codec: Codec,
     cancel: Option<(usize, ControlMessage)>,

@@ -25,16 +25,58 @@ pub struct Usage {
 }
 
 /// What every chunk of one answer shares.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Meta<'a> {
     /// `chatcmpl-…` or `cmpl-…`.
     pub id: &'a str,
     pub created: u64,
     pub model: &'a str,
+    /// `id` as a JSON string, and `,"created":N,"model":"…"`: the same in every chunk of a
+    /// stream, so written once.
+    id_json: Vec<u8>,
+    tail: Vec<u8>,
 }
 
+impl<'a> Meta<'a> {
+    pub fn new(id: &'a str, created: u64, model: &'a str) -> Meta<'a> {
+        let mut id_json = Vec::with_capacity(id.len() + 2);
+        string(&mut id_json, id);
+        let mut tail = Vec::with_capacity(32 + model.len());
+        tail.extend_from_slice(b",\"created\":");
+        uint(&mut tail, created);
+        tail.extend_from_slice(b",\"model\":");
+        string(&mut tail, model);
+        Meta { id, created, model, id_json, tail }
+    }
+}
+
+/// `s` as a JSON string. serde_json escapes only `"`, `\\` and control characters; a string
+/// without them (nearly every token's text, ids, model names) is copied as is, which is
+/// byte-identical and skips the escaper's per-call setup.
 fn string(out: &mut Vec<u8>, s: &str) {
-    let _ = serde_json::to_writer(&mut *out, s);
+    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        out.reserve(s.len() + 2);
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+    } else {
+        let _ = serde_json::to_writer(&mut *out, s);
+    }
+}
+
+/// `n` in decimal.
+fn uint(out: &mut Vec<u8>, mut n: u64) {
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&buf[i..]);
 }
 
 fn opt_string(out: &mut Vec<u8>, s: Option<&str>) {
@@ -45,10 +87,7 @@ fn opt_string(out: &mut Vec<u8>, s: Option<&str>) {
 }
 
 fn tail(out: &mut Vec<u8>, meta: &Meta<'_>) {
-    out.extend_from_slice(b",\"created\":");
-    let _ = write!(out, "{}", meta.created);
-    out.extend_from_slice(b",\"model\":");
-    string(out, meta.model);
+    out.extend_from_slice(&meta.tail);
 }
 
 fn usage_json(out: &mut Vec<u8>, u: &Usage, completions: bool) {
@@ -94,7 +133,7 @@ pub fn chat_completion(
     logprobs: Option<&[u8]>,
 ) {
     out.extend_from_slice(b"{\"id\":");
-    string(out, meta.id);
+    out.extend_from_slice(&meta.id_json);
     out.extend_from_slice(b",\"choices\":[{\"index\":0,\"message\":{\"content\":");
     string(out, content);
     out.extend_from_slice(b",\"refusal\":null,\"role\":\"assistant\"},\"finish_reason\":");
@@ -117,7 +156,7 @@ pub fn chat_chunk(
     logprobs: Option<&[u8]>,
 ) {
     out.extend_from_slice(b"data: {\"id\":");
-    string(out, meta.id);
+    out.extend_from_slice(&meta.id_json);
     out.extend_from_slice(b",\"choices\":[{\"index\":0,\"delta\":{");
     let mut sep = false;
     if let Some(text) = delta {
@@ -141,7 +180,7 @@ pub fn chat_chunk(
 /// The usage event of a streamed chat completion (`stream_options.include_usage`).
 pub fn chat_usage_chunk(out: &mut Vec<u8>, meta: &Meta<'_>, usage: &Usage) {
     out.extend_from_slice(b"data: {\"id\":");
-    string(out, meta.id);
+    out.extend_from_slice(&meta.id_json);
     out.extend_from_slice(b",\"choices\":[]");
     tail(out, meta);
     out.extend_from_slice(b",\"object\":\"chat.completion.chunk\",\"usage\":");
@@ -159,7 +198,7 @@ pub fn completion(
     logprobs: Option<&[u8]>,
 ) {
     out.extend_from_slice(b"{\"id\":");
-    string(out, meta.id);
+    out.extend_from_slice(&meta.id_json);
     out.extend_from_slice(b",\"choices\":[{\"text\":");
     string(out, text);
     out.extend_from_slice(b",\"index\":0");
@@ -183,7 +222,7 @@ pub fn completion_chunk(
     logprobs: Option<&[u8]>,
 ) {
     out.extend_from_slice(b"data: {\"id\":");
-    string(out, meta.id);
+    out.extend_from_slice(&meta.id_json);
     match text {
         Some(t) => {
             out.extend_from_slice(b",\"choices\":[{\"text\":");
@@ -224,14 +263,39 @@ mod tests {
     use super::*;
 
     // Bodies recorded from the real Dynamo 1.6.1 frontend serving a dynamo.mocker worker.
-    const META_CHAT: Meta<'static> =
-        Meta { id: "chatcmpl-3cc46b44-df49-4f1f-91c8-cb96532f7986", created: 1795300247, model: "/work/observe/qwen3" };
+    fn meta_chat() -> Meta<'static> {
+        Meta::new("chatcmpl-3cc46b44-df49-4f1f-91c8-cb96532f7986", 1795300247, "/work/observe/qwen3")
+    }
+
+    #[test]
+    fn strings_and_numbers_as_serde_json_writes_them() {
+        let samples = ["", "plain", " héllo 世界", "quote\"", "back\\slash", "tab\t", "nl\n", "\u{1}", "\u{7f}", "/"];
+        for s in samples {
+            let mut out = Vec::new();
+            string(&mut out, s);
+            assert_eq!(out, serde_json::to_vec(s).unwrap(), "{s:?}");
+        }
+        for n in [0, 7, 10, 1795300247, u64::MAX] {
+            let mut out = Vec::new();
+            uint(&mut out, n);
+            assert_eq!(out, n.to_string().into_bytes());
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_string_as_serde_json_writes_it(s in "\\PC*|[\\x00-\\x7f]{0,20}") {
+            let mut out = Vec::new();
+            string(&mut out, &s);
+            proptest::prop_assert_eq!(out, serde_json::to_vec(&s).unwrap());
+        }
+    }
 
     #[test]
     fn whole_chat_matches_dynamo() {
         let mut out = Vec::new();
         let usage = Usage { prompt_tokens: 9, completion_tokens: 5, cached_tokens: Some(0) };
-        chat_completion(&mut out, &META_CHAT, " indponent requireaturestruct", Some("length"), &usage, None);
+        chat_completion(&mut out, &meta_chat(), " indponent requireaturestruct", Some("length"), &usage, None);
         assert_eq!(
             String::from_utf8(out).unwrap(),
             r#"{"id":"chatcmpl-3cc46b44-df49-4f1f-91c8-cb96532f7986","choices":[{"index":0,"message":{"content":" indponent requireaturestruct","refusal":null,"role":"assistant"},"finish_reason":"length","logprobs":null}],"created":1795300247,"model":"/work/observe/qwen3","object":"chat.completion","usage":{"prompt_tokens":9,"completion_tokens":5,"total_tokens":14,"prompt_tokens_details":{"cached_tokens":0}}}"#
@@ -240,11 +304,7 @@ mod tests {
 
     #[test]
     fn streamed_chat_matches_dynamo() {
-        let meta = Meta {
-            id: "chatcmpl-28d321bd-0979-4d38-8155-89e6aa674ce1",
-            created: 1795300258,
-            model: "/work/observe/qwen3",
-        };
+        let meta = Meta::new("chatcmpl-28d321bd-0979-4d38-8155-89e6aa674ce1", 1795300258, "/work/observe/qwen3");
         let mut out = Vec::new();
         chat_chunk(&mut out, &meta, Some("oot"), true, None, None);
         chat_chunk(&mut out, &meta, Some("from"), false, None, None);
@@ -263,8 +323,7 @@ mod tests {
 
     #[test]
     fn completions_match_dynamo() {
-        let meta =
-            Meta { id: "cmpl-7ac8c5ce-029e-4f39-9303-f03d976f1f0b", created: 1795300261, model: "/work/observe/qwen3" };
+        let meta = Meta::new("cmpl-7ac8c5ce-029e-4f39-9303-f03d976f1f0b", 1795300261, "/work/observe/qwen3");
         let mut out = Vec::new();
         completion(
             &mut out,
@@ -278,8 +337,7 @@ mod tests {
             String::from_utf8(out).unwrap(),
             r#"{"id":"cmpl-7ac8c5ce-029e-4f39-9303-f03d976f1f0b","choices":[{"text":" used specypes que","index":0,"finish_reason":"length"}],"created":1795300261,"model":"/work/observe/qwen3","system_fingerprint":null,"object":"text_completion","usage":{"prompt_tokens":1,"completion_tokens":4,"total_tokens":5,"prompt_tokens_details":{"audio_tokens":null,"cached_tokens":0}}}"#
         );
-        let meta =
-            Meta { id: "cmpl-45b4ecf2-68ff-43cd-ad95-e95e8c7edd07", created: 1795300261, model: "/work/observe/qwen3" };
+        let meta = Meta::new("cmpl-45b4ecf2-68ff-43cd-ad95-e95e8c7edd07", 1795300261, "/work/observe/qwen3");
         let mut out = Vec::new();
         completion_chunk(&mut out, &meta, Some("ook"), None, None, None);
         completion_chunk(&mut out, &meta, Some(""), Some("length"), None, None);

@@ -394,6 +394,11 @@ pub trait RequestBody: serde::Serialize {
 
     /// Names the data-parallel rank the router chose (`routing.dp_rank`).
     fn set_dp_rank(&mut self, _rank: u32) {}
+
+    /// The body's bytes in `codec`.
+    fn encode_body(&self, codec: Codec) -> Result<Vec<u8>, PlaneError> {
+        codec.encode(self)
+    }
 }
 
 /// `model_input = Tokens`: answered with `LLMEngineOutput` items.
@@ -406,6 +411,13 @@ impl RequestBody for PreprocessedRequest {
 
     fn set_dp_rank(&mut self, rank: u32) {
         self.routing.get_or_insert_with(Default::default).dp_rank = Some(rank);
+    }
+
+    fn encode_body(&self, codec: Codec) -> Result<Vec<u8>, PlaneError> {
+        match codec {
+            Codec::Msgpack => super::reqenc::preprocessed_request(self),
+            Codec::Json => codec.encode(self),
+        }
     }
 }
 
@@ -455,7 +467,7 @@ impl RequestPlane {
             stream_type: StreamType::Response,
         };
         let control = RequestControlMessage::single_in_many_out(request_id, codec, &info)?;
-        let body = codec.encode(request)?;
+        let body = request.encode_body(codec)?;
         let ts = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
         let ts = ts.to_string();
         let headers = [("request-id", request_id), ("x-endpoint-path", endpoint_path), ("x-frontend-send-ts-ns", &ts)];

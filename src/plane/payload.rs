@@ -412,7 +412,7 @@ pub struct Annotated<T> {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub comment: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<DynamoError>,
+    pub error: Option<Box<DynamoError>>,
 }
 
 impl<T> Annotated<T> {

@@ -23,6 +23,7 @@ use bytes::BytesMut;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+use super::callback::Item;
 use super::frame::{encode_two_part, TwoPartDecoder, TwoPartKind};
 use super::payload::{CallHomeHandshake, Codec, ControlMessage, ResponseEnvelope, StreamPrologue};
 use super::{Decoded, PlaneError};
@@ -97,7 +98,10 @@ impl ResponseStreamDecoder {
 
     /// Take the next event off `buf`. `T` is the item type, e.g.
     /// `Annotated<LLMEngineOutput>` for Tokens models or `Annotated<serde_json::Value>`.
-    pub fn decode<T: DeserializeOwned>(&mut self, buf: &mut BytesMut) -> Result<Decoded<StreamEvent<T>>, PlaneError> {
+    pub fn decode<T: DeserializeOwned + 'static>(
+        &mut self,
+        buf: &mut BytesMut,
+    ) -> Result<Decoded<StreamEvent<T>>, PlaneError> {
         if self.pending_final {
             self.pending_final = false;
             self.state = State::Final;
@@ -128,7 +132,10 @@ impl ResponseStreamDecoder {
                 Ok(Decoded::Frame(StreamEvent::Prologue(p)))
             }
             (State::Items, TwoPartKind::Data) => {
-                let env: ResponseEnvelope<T> = self.codec.decode(&frame.body)?;
+                let env: ResponseEnvelope<T> = match fast_envelope(self.codec, &frame.body) {
+                    Some(env) => env,
+                    None => self.codec.decode(&frame.body)?,
+                };
                 match (env.data, env.complete_final) {
                     (Some(item), final_) => {
                         self.pending_final = final_;
@@ -152,6 +159,17 @@ impl ResponseStreamDecoder {
             (state, kind) => Err(PlaneError::Protocol(format!("unexpected {kind:?} frame in state {state:?}"))),
         }
     }
+}
+
+/// A Tokens item envelope through [`super::itemdec`] when `T` is [`Item`] and the codec
+/// msgpack; `None`: decode with serde.
+fn fast_envelope<T: 'static>(codec: Codec, body: &[u8]) -> Option<ResponseEnvelope<T>> {
+    if codec != Codec::Msgpack || std::any::TypeId::of::<T>() != std::any::TypeId::of::<Item>() {
+        return None;
+    }
+    let mut env = super::itemdec::envelope(body);
+    // `T` is `Item` (checked above): this downcast always succeeds.
+    (&mut env as &mut dyn std::any::Any).downcast_mut::<Option<ResponseEnvelope<T>>>()?.take()
 }
 
 // ---------------------------------------------------------------- encoders

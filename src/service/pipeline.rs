@@ -500,7 +500,7 @@ async fn whole_answer(
     drop(stream);
     let usage = answer.usage();
     answer.track.finish(Outcome::Success, Some(&usage));
-    let meta = Meta { id: &id, created, model: &plan.model };
+    let meta = Meta::new(&id, created, &plan.model);
     let lp = answer.take_logprobs(plan.api);
     let mut out = Vec::with_capacity(text.len() + 256 + lp.as_ref().map_or(0, Vec::len));
     match plan.api {
@@ -520,15 +520,18 @@ async fn stream_answer(
     track: Tracker,
 ) {
     let mut answer = Answer::new(&plan, shard, track);
-    let meta = Meta { id: &id, created, model: &plan.model };
+    let meta = Meta::new(&id, created, &plan.model);
     let mut first = true;
+    // A chunk is its text plus ~170 bytes of JSON around the id and the model name: sized
+    // once, so writing a chunk does not grow its buffer step by step.
+    let chunk_capacity = 192 + id.len() + plan.model.len();
     loop {
         let event = stream.next().await;
         if tx.is_closed() {
             answer.track.client_gone();
             return; // client gone: dropping `stream` sends `kill`
         }
-        let mut out = Vec::new();
+        let mut out = Vec::with_capacity(chunk_capacity);
         let done = match answer.on_event(event) {
             Err(e) => {
                 answer.track.fail_in_stream(&e);

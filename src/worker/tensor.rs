@@ -117,13 +117,13 @@ fn write(shared: &Shared, info: &TcpStreamInfo, codec: Codec, answer: Answer) ->
             id: None,
             event: Some("error".into()),
             comment: None,
-            error: Some(DynamoError {
+            error: Some(Box::new(DynamoError {
                 error_type: json!({"Backend": "InvalidArgument"}),
                 class: Some("InvalidRequest".into()),
                 reason: Some("backend.invalid_argument".into()),
                 message: message.clone(),
                 diagnostic: Some(message),
-            }),
+            })),
         }],
     };
     for item in items {

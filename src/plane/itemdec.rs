@@ -203,18 +203,19 @@ impl<'a> Reader<'a> {
 
     /// Built in its box (a few hundred bytes: filled in place rather than moved in).
     fn output(&mut self) -> Option<Box<LLMEngineOutput>> {
+        // Declaration order (the order workers send them). `tokens`, `top_logprobs` and the
+        // JSON-valued extras are only taken as nil; a value sends the frame to serde.
         const FIELDS: &[&[u8]] = &[
             b"token_ids",
+            b"tokens",
             b"text",
             b"output_type",
             b"cum_log_probs",
             b"log_probs",
+            b"top_logprobs",
             b"finish_reason",
             b"index",
             b"completion_usage",
-            // Only `nil` is taken here; a value sends the frame down the serde path.
-            b"tokens",
-            b"top_logprobs",
             b"stop_reason",
             b"disaggregated_params",
             b"extra_args",
@@ -226,7 +227,7 @@ impl<'a> Reader<'a> {
             let Some(field) = self.field(FIELDS, &mut seen)? else { continue };
             // Present and nil: `None`, as serde gives (but `token_ids` and `output_type` are
             // not optional: nil there is serde's error, so the serde path).
-            if field != 0 && field != 2 && self.nil() {
+            if field != 0 && field != 3 && self.nil() {
                 continue;
             }
             match field {
@@ -237,8 +238,8 @@ impl<'a> Reader<'a> {
                         o.token_ids.push(self.u32()?);
                     }
                 }
-                1 => o.text = Some(self.str()?.to_owned()),
-                2 => {
+                2 => o.text = Some(self.str()?.to_owned()),
+                3 => {
                     o.output_type = match self.key()? {
                         b"text" => OutputType::Text,
                         b"image" => OutputType::Image,
@@ -247,8 +248,8 @@ impl<'a> Reader<'a> {
                         _ => return None,
                     }
                 }
-                3 => o.cum_log_probs = Some(self.f64()?),
-                4 => {
+                4 => o.cum_log_probs = Some(self.f64()?),
+                5 => {
                     let n = self.array_len()?;
                     let mut v = Vec::with_capacity(n.min(4096));
                     for _ in 0..n {
@@ -256,7 +257,7 @@ impl<'a> Reader<'a> {
                     }
                     o.log_probs = Some(v);
                 }
-                5 => {
+                7 => {
                     o.finish_reason = Some(match self.key()? {
                         b"eos" => FinishReason::Eos,
                         b"stop" => FinishReason::Stop,
@@ -266,8 +267,8 @@ impl<'a> Reader<'a> {
                         _ => return None,
                     })
                 }
-                6 => o.index = Some(self.u32()?),
-                7 => o.completion_usage = Some(self.usage()?),
+                8 => o.index = Some(self.u32()?),
+                9 => o.completion_usage = Some(self.usage()?),
                 _ => return None,
             }
         }
@@ -319,9 +320,17 @@ impl<'a> Reader<'a> {
     /// The next key of a map whose fields are `names`: `Some(Some(i))` for `names[i]` seen
     /// for the first time, `Some(None)` for a key serde ignores (its value skipped), `None`
     /// for a duplicate (serde's error) or a key that is not a short string.
+    ///
+    /// Workers send a struct's keys in declaration order, so the field after the highest one
+    /// seen so far is tried first (one comparison per key instead of a scan).
     fn field(&mut self, names: &[&[u8]], seen: &mut u32) -> Option<Option<usize>> {
         let key = self.key()?;
-        let Some(i) = names.iter().position(|n| *n == key) else {
+        let next = (32 - seen.leading_zeros()) as usize;
+        let found = match names.get(next) {
+            Some(n) if *n == key => Some(next),
+            _ => names.iter().position(|n| *n == key),
+        };
+        let Some(i) = found else {
             self.skip()?;
             return Some(None);
         };

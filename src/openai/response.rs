@@ -65,18 +65,8 @@ fn string(out: &mut Vec<u8>, s: &str) {
 }
 
 /// `n` in decimal.
-fn uint(out: &mut Vec<u8>, mut n: u64) {
-    let mut buf = [0u8; 20];
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&buf[i..]);
+fn uint(out: &mut Vec<u8>, n: u64) {
+    out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
 }
 
 fn opt_string(out: &mut Vec<u8>, s: Option<&str>) {

@@ -10,7 +10,9 @@
 #   W1: chat, 100 prompt tokens, 1 output token, not streamed   (default rate 10/s)
 #   W2: chat, 1,000 prompt tokens, 64 output tokens, streamed   (default rate 8/s)
 #
-# Usage: bash perf/callgrind.sh w1|w2      (SWITCHYARD_BIN=<release build>, RATE=, N=60)
+# Usage: bash perf/callgrind.sh w1|w2      (SWITCHYARD_BIN=<release build>, RATE=, N=60,
+#        WORKER="--ttft-ms 20 --itl-ms 5": paced workers, one frame per token as real
+#        engines send them, instead of the default --fast bursts)
 # Prints "instructions per request: N" and leaves the profile, `callgrind_annotate`
 # inclusive and self listings in the printed directory.
 set -euo pipefail
@@ -34,7 +36,8 @@ mkdir -p "$DYN_FILE_KV"
 PIDS=()
 trap 'kill "${PIDS[@]}" 2>/dev/null || true; wait 2>/dev/null || true' EXIT
 for i in 1 2; do
-  taskset -c 1 "$BIN" mock-worker --model-path "$MODEL" --model-name qwen3 --discovery-backend file --fast \
+  # shellcheck disable=SC2086
+  taskset -c 1 "$BIN" mock-worker --model-path "$MODEL" --model-name qwen3 --discovery-backend file ${WORKER:---fast} \
     >"$OUT/worker$i.log" 2>&1 &
   PIDS+=($!)
 done

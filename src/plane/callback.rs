@@ -367,15 +367,23 @@ async fn read_some(
         }
         None => Poll::Pending,
     });
-    let timeout = monoio::time::sleep(timeout.unwrap_or(Duration::from_secs(86_400 * 365)));
-    monoio::select! {
-        _ = cancelled => ReadOutcome::Cancelled,
-        (res, b) = read => match res {
-            Ok(0) => ReadOutcome::Closed("the worker closed the response stream".to_owned()),
-            Ok(_) => ReadOutcome::Data(b.into_inner()),
-            Err(e) => ReadOutcome::Closed(format!("response stream read failed: {e}")),
+    let done = |res: io::Result<usize>, b: monoio::buf::SliceMut<BytesMut>| match res {
+        Ok(0) => ReadOutcome::Closed("the worker closed the response stream".to_owned()),
+        Ok(_) => ReadOutcome::Data(b.into_inner()),
+        Err(e) => ReadOutcome::Closed(format!("response stream read failed: {e}")),
+    };
+    // No timer without a timeout: the item reads (one per token) would otherwise each arm
+    // and cancel one (~1 K instructions in the time driver per read).
+    match timeout {
+        Some(t) => monoio::select! {
+            _ = cancelled => ReadOutcome::Cancelled,
+            (res, b) = read => done(res, b),
+            _ = monoio::time::sleep(t) => ReadOutcome::TimedOut,
         },
-        _ = timeout => ReadOutcome::TimedOut,
+        None => monoio::select! {
+            _ = cancelled => ReadOutcome::Cancelled,
+            (res, b) = read => done(res, b),
+        },
     }
 }
 

@@ -3,12 +3,13 @@
 //! * [`flags`]: the option table (spellings, env vars, defaults, choices).
 //! * [`parse`]: command line + environment → one value per option (CLI beats env).
 //! * [`help`]: `--help` text from the table.
-//! * this file: the typed [`Config`] the rest of switchyard reads, Dynamo's start-up
-//!   validations, the refusal of options whose behaviour is not built yet, and
-//!   `--dump-config-to`.
+//! * `checks`: Dynamo's start-up validations and the refusal of options whose behaviour
+//!   is not built yet.
+//! * this file: the typed [`Config`] the rest of switchyard reads, and `--dump-config-to`.
 //!
 //! Called by `main` once, before any thread starts. Depends on nothing else in the crate.
 
+mod checks;
 pub mod flags;
 pub mod help;
 pub mod parse;
@@ -66,72 +67,6 @@ pub const UNBUILT_ENV_VARS: &[&str] = &[
     "DYN_HTTP_OVERLOAD_STATUS_CODES",
     "DYN_HTTP_PRE_COMMIT_ERROR_PEEK_MS",
 ];
-
-/// Options whose every value switchyard implements. Any other option must stay at its
-/// default, or start-up stops with a message naming it.
-const IMPLEMENTED: &[&str] = &[
-    "version",
-    "http_host",
-    "http_port",
-    "metrics_prefix",
-    "dump_config_to",
-    // Discovery filters (every backend applies them to the records it reads).
-    "namespace",
-    "namespace_prefix",
-    // Dynamo ignores these two with a warning; so do we.
-    "admission_control",
-    "enforce_disagg",
-    // switchyard's own.
-    "shards",
-    "pin_shards",
-    "io_driver",
-    "header_read_timeout_secs",
-    "idle_timeout_secs",
-    "max_header_count",
-    "max_header_bytes",
-    "embedded_workers",
-    "embedded_model_path",
-    "embedded_fast",
-    "exclude_tools_when_tool_choice_none",
-    // The kv router's cost (spec: KV routing §7.2, §7.4).
-    "overlap_score_credit",
-    "overlap_score_credit_decay",
-    "overlap_score_weight",
-    "prefill_load_scale",
-    "decode_active_request_weight",
-    "router_temperature",
-    "router_track_prefill_tokens",
-    "router_assume_kv_reuse",
-    "router_tie_break",
-    // Approximate mode (`--no-router-kv-events`, TTL policy).
-    "use_kv_events",
-    "router_ttl_secs",
-    "router_approximate_cache_policy",
-    // The router queue (kv mode only; checked in `validate`).
-    "router_queue_threshold",
-    "router_queue_policy",
-    // Replica sync (kv mode, ZMQ event plane; checked in `validate`).
-    "router_replica_sync",
-    // Busy detection (kv mode only; checked in `validate`).
-    "active_decode_blocks_threshold",
-    "active_prefill_tokens_threshold",
-    "active_prefill_tokens_threshold_frac",
-    // KServe gRPC on --http-port beside the OpenAI routes; ops routes also on the metrics port.
-    "kserve_grpc_server",
-    "grpc_metrics_port",
-];
-
-/// Options of which some values are implemented (the default always is).
-fn value_supported(dest: &str, v: &Value) -> bool {
-    match (dest, v) {
-        ("discovery_backend", Value::Str(s)) => s == "file" || s == "mem" || s == "etcd",
-        ("router_mode", Value::Str(s)) => crate::router::Mode::parse(s).is_some(),
-        // The event plane carries KV events, which only the kv router reads: with the other
-        // router modes Dynamo's frontend does not use it either.
-        ("event_plane", Value::Str(s)) => s == "zmq" || s == "nats",
-        _ => false,
-    }
-}
 
 /// The in-process workers of `--discovery-backend mem`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -256,8 +191,8 @@ pub fn load(
         return Ok((parsed.action, None, Vec::new()));
     }
     let mut warnings = parsed.warnings.clone();
-    validate_dynamo(&parsed, &mut warnings)?;
-    refuse_unbuilt(&parsed, env)?;
+    checks::validate_dynamo(&parsed, &mut warnings)?;
+    checks::refuse_unbuilt(&parsed, env)?;
     let cfg = typed(parsed, env)?;
     Ok((Action::Run, Some(cfg), warnings))
 }
@@ -280,186 +215,6 @@ fn boolean(p: &Parsed, dest: &str) -> bool {
 }
 fn text<'a>(p: &'a Parsed, dest: &str) -> Option<&'a str> {
     p.get(dest).as_str().filter(|s| !s.is_empty())
-}
-
-/// The checks `dynamo.frontend` 1.6.1 makes before it starts, with its messages.
-fn validate_dynamo(p: &Parsed, warnings: &mut Vec<String>) -> Result<(), ConfigError> {
-    const U32_MAX: i64 = u32::MAX as i64;
-    if let Value::Str(name) = p.get("model_name") {
-        if name.trim().is_empty() {
-            return Err(ConfigError {
-                message: format!("argument --model-name: model-name must be a non-empty string, got: {name}"),
-                exit_code: 2,
-            });
-        }
-    }
-    if let Some(path) = text(p, "model_path") {
-        if !std::path::Path::new(path).is_dir() {
-            return Err(ConfigError {
-                message: format!("argument --model-path: model-path must be a valid directory on disk, got: {path}"),
-                exit_code: 2,
-            });
-        }
-    }
-    let cert = text(p, "tls_cert_path").is_some();
-    let key = text(p, "tls_key_path").is_some();
-    if cert ^ key {
-        return Err(invalid("--tls-cert-path and --tls-key-path must be provided together"));
-    }
-    if text(p, "tls_client_ca_cert_path").is_some() && !(cert && key) {
-        return Err(invalid("--tls-client-ca-cert-path requires --tls-cert-path and --tls-key-path"));
-    }
-    let has_ext = matches!(p.get("frontend_route_extensions"), Value::List(l) if !l.is_empty());
-    if has_ext && (boolean(p, "interactive") || boolean(p, "kserve_grpc_server")) {
-        let mode = if boolean(p, "interactive") { "--interactive" } else { "--kserve-grpc-server" };
-        return Err(invalid(format!(
-            "--frontend-route-extension is only supported by the HTTP frontend, so it cannot be combined with {mode}"
-        )));
-    }
-    let migration = int(p, "migration_limit").unwrap_or(0);
-    if !(0..=U32_MAX).contains(&migration) {
-        return Err(invalid(format!("--migration-limit must be between 0 and {U32_MAX} (0=disabled)")));
-    }
-    if let Some(n) = int(p, "migration_max_seq_len") {
-        if !(1..=U32_MAX).contains(&n) {
-            return Err(invalid(format!("--migration-max-seq-len must be between 1 and {U32_MAX}")));
-        }
-    }
-    if int(p, "min_initial_workers").unwrap_or(0) < 0 {
-        return Err(invalid("--router-min-initial-workers must be >= 0"));
-    }
-    if let Some(ttl) = int(p, "session_affinity_ttl_secs") {
-        if !(1..=31_536_000).contains(&ttl) {
-            return Err(invalid("--router-session-affinity-ttl-secs must be between 1 and 31536000"));
-        }
-    }
-    let kv_mode = text(p, "router_mode") == Some("kv") || boolean(p, "load_aware");
-    let ais = text(p, "router_prefill_load_model") == Some("ais");
-    if text(p, "ais_perf_config").is_some() && !ais {
-        return Err(invalid("--ais-perf-config requires --router-prefill-load-model=ais"));
-    }
-    if ais {
-        if !kv_mode {
-            return Err(invalid("--router-prefill-load-model=ais requires --router-mode=kv"));
-        }
-        if text(p, "chat_processor") != Some("dynamo") {
-            return Err(invalid("--router-prefill-load-model=ais currently requires --dyn-chat-processor=dynamo"));
-        }
-        if !boolean(p, "router_track_prefill_tokens") {
-            return Err(invalid("--router-prefill-load-model=ais requires --router-track-prefill-tokens"));
-        }
-    }
-    if boolean(p, "serve_indexer") {
-        if !kv_mode {
-            return Err(invalid("--serve-indexer requires --router-mode=kv"));
-        }
-        if boolean(p, "use_remote_indexer") {
-            return Err(invalid("--serve-indexer and --use-remote-indexer are mutually exclusive"));
-        }
-    }
-    let cond = boolean(p, "conditional_disagg_enabled");
-    if text(p, "conditional_disagg_config").is_some() && !cond {
-        return Err(invalid("--router-conditional-disagg-config requires --router-conditional-disagg"));
-    }
-    if cond && !kv_mode {
-        return Err(invalid("--router-conditional-disagg requires --router-mode=kv"));
-    }
-    if cond && !boolean(p, "use_kv_events") {
-        return Err(invalid("--router-conditional-disagg requires --router-kv-events"));
-    }
-    if let Some(t) = float(p, "active_decode_blocks_threshold") {
-        if !(t.is_finite() && (0.0..=1.0).contains(&t)) {
-            return Err(invalid("--active-decode-blocks-threshold must be between 0.0 and 1.0"));
-        }
-    }
-    if int(p, "active_prefill_tokens_threshold").is_some_and(|t| t < 0) {
-        return Err(invalid("--active-prefill-tokens-threshold must be >= 0"));
-    }
-    if let Some(t) = float(p, "router_queue_threshold") {
-        if !(t.is_finite() && t >= 0.0) {
-            return Err(invalid("--router-queue-threshold must be a finite value >= 0"));
-        }
-    }
-    if let Some(t) = float(p, "active_prefill_tokens_threshold_frac") {
-        if !(t.is_finite() && t >= 0.0) {
-            return Err(invalid("--active-prefill-tokens-threshold-frac must be a finite value >= 0"));
-        }
-    }
-    let busy = [
-        "active_decode_blocks_threshold",
-        "active_prefill_tokens_threshold",
-        "active_prefill_tokens_threshold_frac",
-        "router_queue_threshold",
-    ];
-    if let Some(dest) = busy.iter().find(|d| *p.get(d) != Value::Null) {
-        if text(p, "router_mode") != Some("kv") {
-            return Err(invalid(format!(
-                "{} is implemented for --router-mode kv only in this switchyard build (it reads the kv \
-                 router's bookings and the workers' kv_metrics)",
-                flag_name(dest)
-            )));
-        }
-    }
-    if boolean(p, "router_replica_sync") {
-        if text(p, "router_mode") != Some("kv") {
-            return Err(invalid(
-                "--router-replica-sync is implemented for --router-mode kv only in this switchyard build \
-                 (it shares the kv router's bookings)",
-            ));
-        }
-        if text(p, "event_plane") == Some("nats") {
-            return Err(invalid(
-                "--router-replica-sync with --event-plane nats is not implemented in this switchyard build \
-                 (bookings are published on a ZMQ socket only)",
-            ));
-        }
-    }
-    if text(p, "namespace").is_some() && text(p, "namespace_prefix").is_some() {
-        warnings.push("--namespace-prefix is set, so --namespace is not used for discovery".into());
-    }
-    if boolean(p, "enforce_disagg") {
-        warnings.push(
-            "--enforce-disagg is deprecated and ignored; disaggregated routing topology and readiness \
-             are determined automatically from registered worker types"
-                .into(),
-        );
-    }
-    Ok(())
-}
-
-/// Stop when an option or variable asks for behaviour switchyard does not have yet.
-fn refuse_unbuilt(p: &Parsed, env: &dyn Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
-    let mut unbuilt = Vec::new();
-    for (f, v, _) in &p.values {
-        if IMPLEMENTED.contains(&f.dest) || *v == Value::from_default(f.default) || value_supported(f.dest, v) {
-            continue;
-        }
-        unbuilt.push(format!("{} {}", f.primary(), show(v)));
-    }
-    for var in UNBUILT_ENV_VARS {
-        if let Some(v) = env(var) {
-            unbuilt.push(format!("{var}={v}"));
-        }
-    }
-    if unbuilt.is_empty() {
-        return Ok(());
-    }
-    Err(invalid(format!(
-        "not implemented in this switchyard build yet (accepted for dynamo.frontend compatibility, \
-         but refusing to ignore it silently): {}",
-        unbuilt.join("; ")
-    )))
-}
-
-fn show(v: &Value) -> String {
-    match v {
-        Value::Null => "None".into(),
-        Value::Bool(b) => b.to_string(),
-        Value::Int(i) => i.to_string(),
-        Value::Float(f) => f.to_string(),
-        Value::Str(s) => s.clone(),
-        Value::List(l) => l.join(" "),
-    }
 }
 
 fn env_number<T: std::str::FromStr>(
@@ -791,7 +546,7 @@ mod tests {
         let args: Vec<String> = ["--namespace", "a", "--namespace-prefix", "b"].iter().map(|s| s.to_string()).collect();
         let parsed = parse::parse(&args, &|_| None).unwrap();
         let mut w = Vec::new();
-        validate_dynamo(&parsed, &mut w).unwrap();
+        checks::validate_dynamo(&parsed, &mut w).unwrap();
         assert!(w.iter().any(|m| m.contains("--namespace-prefix")));
         let c = typed(parsed, &|_| None).unwrap();
         assert_eq!(c.namespace_filter(), NamespaceFilter::Prefix("b".into()));

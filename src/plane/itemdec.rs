@@ -35,22 +35,47 @@ pub fn envelope(b: &[u8]) -> Option<ResponseEnvelope<Item>> {
     (r.p == b.len()).then_some(ResponseEnvelope { data: data.flatten(), complete_final: complete_final? })
 }
 
+/// Byte-string equality for short keys, compared inline 8 bytes at a time (a `memcmp` call
+/// per key cost more than the comparison).
+#[inline(always)]
+fn same(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    // Keys are short: compare 8 bytes at a time, the tail byte by byte.
+    let (mut x, mut y) = (a, b);
+    while x.len() >= 8 {
+        let (xa, xr) = x.split_at(8);
+        let (ya, yr) = y.split_at(8);
+        if u64::from_ne_bytes(xa.try_into().unwrap_or_default())
+            != u64::from_ne_bytes(ya.try_into().unwrap_or_default())
+        {
+            return false;
+        }
+        (x, y) = (xr, yr);
+    }
+    x == y
+}
+
 struct Reader<'a> {
     b: &'a [u8],
     p: usize,
 }
 
 impl<'a> Reader<'a> {
+    #[inline(always)]
     fn peek(&self) -> Option<u8> {
         self.b.get(self.p).copied()
     }
 
+    #[inline(always)]
     fn byte(&mut self) -> Option<u8> {
         let m = self.peek()?;
         self.p += 1;
         Some(m)
     }
 
+    #[inline(always)]
     fn take(&mut self, n: usize) -> Option<&'a [u8]> {
         let s = self.b.get(self.p..self.p.checked_add(n)?)?;
         self.p += n;
@@ -62,6 +87,7 @@ impl<'a> Reader<'a> {
     }
 
     /// Consumes a nil if one is next.
+    #[inline(always)]
     fn nil(&mut self) -> bool {
         let is = self.peek() == Some(0xc0);
         self.p += usize::from(is);
@@ -88,6 +114,7 @@ impl<'a> Reader<'a> {
 
     /// A short string's bytes, for keys and enum names: only ever compared with ASCII
     /// literals, so no UTF-8 check is needed.
+    #[inline(always)]
     fn key(&mut self) -> Option<&'a [u8]> {
         let n = match self.byte()? {
             m @ 0xa0..=0xbf => usize::from(m & 0x1f),
@@ -323,12 +350,13 @@ impl<'a> Reader<'a> {
     ///
     /// Workers send a struct's keys in declaration order, so the field after the highest one
     /// seen so far is tried first (one comparison per key instead of a scan).
+    #[inline(always)]
     fn field(&mut self, names: &[&[u8]], seen: &mut u32) -> Option<Option<usize>> {
         let key = self.key()?;
         let next = (32 - seen.leading_zeros()) as usize;
         let found = match names.get(next) {
-            Some(n) if *n == key => Some(next),
-            _ => names.iter().position(|n| *n == key),
+            Some(n) if same(n, key) => Some(next),
+            _ => names.iter().position(|n| same(n, key)),
         };
         let Some(i) = found else {
             self.skip()?;

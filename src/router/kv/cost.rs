@@ -121,24 +121,9 @@ pub fn logit(p: &CostParams, r: &RequestShape, c: &Candidate) -> f64 {
 /// and one is sampled with weight `exp(−(c − c_min) / ((c_max − c_min)·t))`.
 /// `None` for no candidates.
 pub fn choose(logits: &[f64], temperature: f64, mut rand: impl FnMut() -> u64) -> Option<usize> {
-    let (min, max) = logits.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &c| (lo.min(c), hi.max(c)));
-    if logits.is_empty() {
-        return None;
-    }
-    let unit = |x: u64| (x >> 11) as f64 / (1u64 << 53) as f64;
+    let (min, max) = range(logits)?;
     if temperature <= 0.0 || min == max {
-        // Reservoir sampling over the rows at the minimum.
-        let mut chosen = None;
-        let mut seen = 0u64;
-        for (i, &c) in logits.iter().enumerate() {
-            if c == min {
-                seen += 1;
-                if unit(rand()) * (seen as f64) < 1.0 {
-                    chosen = Some(i);
-                }
-            }
-        }
-        return chosen;
+        return uniform_among(logits.len(), |i| logits[i] == min, rand);
     }
     let span = (max - min) * temperature;
     let weights = logits.iter().map(|&c| (-(c - min) / span).exp());
@@ -160,34 +145,42 @@ pub fn choose(logits: &[f64], temperature: f64, mut rand: impl FnMut() -> u64) -
 /// candidate has cached (a new prefix family) on equally loaded workers. Placing it where the
 /// cache is emptiest spreads families evenly over the workers' KV capacity, so fewer of them
 /// evict each other; a random pick piles several onto one worker now and then (20 families
-/// on 4 workers: the fullest one gets 7 or more in about half the draws), which then thrash.
-/// On the interop prefix workload this is the difference between the routers' cached-token
-/// ratios (perf/RESULTS.md). The cost itself is untouched: the choice is always one 1.6.1
-/// could have made.
-pub fn choose_roomiest(
-    logits: &[f64],
-    cached: &[u64],
-    temperature: f64,
-    mut rand: impl FnMut() -> u64,
-) -> Option<usize> {
-    let min = logits.iter().copied().fold(f64::INFINITY, f64::min);
-    let max = logits.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+/// on 4 workers: the fullest one gets 7 or more in about three draws of four), which then
+/// thrash. On the interop prefix workload this is the difference between the routers'
+/// cached-token ratios (perf/RESULTS.md). The cost itself is untouched: the choice is always
+/// one 1.6.1 could have made.
+pub fn choose_roomiest(logits: &[f64], cached: &[u64], temperature: f64, rand: impl FnMut() -> u64) -> Option<usize> {
+    let (min, max) = range(logits)?;
     if (temperature > 0.0 && min != max) || logits.len() != cached.len() {
         return choose(logits, temperature, rand);
     }
-    let least = logits.iter().zip(cached).filter(|(l, _)| **l == min).map(|(_, c)| *c).min()?;
-    let unit = |x: u64| (x >> 11) as f64 / (1u64 << 53) as f64;
+    let least = (0..logits.len()).filter(|&i| logits[i] == min).map(|i| cached[i]).min()?;
+    uniform_among(logits.len(), |i| logits[i] == min && cached[i] == least, rand)
+}
+
+/// The smallest and largest logit; `None` for no candidates.
+fn range(logits: &[f64]) -> Option<(f64, f64)> {
+    (!logits.is_empty())
+        .then(|| logits.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &c| (lo.min(c), hi.max(c))))
+}
+
+/// A uniformly random row among `0..n` for which `pick` holds (reservoir sampling, one
+/// `rand` per such row).
+fn uniform_among(n: usize, pick: impl Fn(usize) -> bool, mut rand: impl FnMut() -> u64) -> Option<usize> {
     let mut chosen = None;
     let mut seen = 0u64;
-    for (i, (&l, &c)) in logits.iter().zip(cached).enumerate() {
-        if l == min && c == least {
-            seen += 1;
-            if unit(rand()) * (seen as f64) < 1.0 {
-                chosen = Some(i);
-            }
+    for i in (0..n).filter(|&i| pick(i)) {
+        seen += 1;
+        if unit(rand()) * (seen as f64) < 1.0 {
+            chosen = Some(i);
         }
     }
     chosen
+}
+
+/// A uniform `u64` as a uniform `f64` in `[0, 1)`.
+fn unit(x: u64) -> f64 {
+    (x >> 11) as f64 / (1u64 << 53) as f64
 }
 
 #[cfg(test)]

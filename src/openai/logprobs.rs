@@ -10,6 +10,8 @@
 
 use std::io::Write as _;
 
+use super::response::string;
+
 /// One alternative at a position.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TopLogprob {
@@ -24,10 +26,6 @@ pub struct TokenLogprob {
     pub token_id: u32,
     pub logprob: f32,
     pub top: Vec<TopLogprob>,
-}
-
-fn string(out: &mut Vec<u8>, s: &str) {
-    let _ = serde_json::to_writer(&mut *out, s);
 }
 
 fn float(out: &mut Vec<u8>, v: f32) {

@@ -53,7 +53,7 @@ impl<'a> Meta<'a> {
 /// `s` as a JSON string. serde_json escapes only `"`, `\\` and control characters; a string
 /// without them (nearly every token's text, ids, model names) is copied as is, which is
 /// byte-identical and skips the escaper's per-call setup.
-fn string(out: &mut Vec<u8>, s: &str) {
+pub(super) fn string(out: &mut Vec<u8>, s: &str) {
     if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
         out.reserve(s.len() + 2);
         out.push(b'"');

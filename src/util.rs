@@ -45,8 +45,15 @@ pub fn parse_uuid(s: &str) -> Option<u128> {
 
 /// `v` as a lower-case hyphenated UUID (the inverse of [`parse_uuid`]).
 pub fn format_uuid(v: u128) -> String {
-    let h = format!("{v:032x}");
-    format!("{}-{}-{}-{}-{}", &h[..8], &h[8..12], &h[12..16], &h[16..20], &h[20..])
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(36);
+    for i in (0..32).rev() {
+        s.push(char::from(HEX[((v >> (4 * i)) & 0xf) as usize]));
+        if matches!(i, 24 | 20 | 16 | 12) {
+            s.push('-');
+        }
+    }
+    s
 }
 
 #[cfg(test)]
@@ -60,6 +67,8 @@ mod tests {
         assert_eq!(v >> 96, 0x6730_b46d);
         assert_eq!(format_uuid(v), s);
         assert_eq!(parse_uuid("6730B46D-FC92-406C-82F2-81D054D421E7"), Some(v));
+        assert_eq!(format_uuid(0), "00000000-0000-0000-0000-000000000000");
+        assert_eq!(format_uuid(u128::MAX), "ffffffff-ffff-ffff-ffff-ffffffffffff");
         assert_eq!(parse_uuid("6730b46dfc92406c82f281d054d421e7"), None);
         assert_eq!(parse_uuid("6730b46d-fc92-406c-82f2-81d054d421eg"), None);
         assert_eq!(parse_uuid(""), None);

@@ -225,8 +225,8 @@ impl CallbackServer {
     }
 }
 
-/// A fresh UUID-shaped random subject (std's randomly keyed hasher; no RNG crate).
-pub fn new_subject() -> String {
+/// A fresh random (version 4) UUID's bits (std's randomly keyed hasher; no RNG crate).
+pub fn new_uuid() -> u128 {
     let r = |salt: u64| {
         let mut h = std::collections::hash_map::RandomState::new().build_hasher();
         h.write_u64(salt);
@@ -234,14 +234,15 @@ pub fn new_subject() -> String {
         h.finish()
     };
     let (a, b) = (r(1), r(2));
-    format!(
-        "{:08x}-{:04x}-4{:03x}-{:04x}-{:012x}",
-        a >> 32,
-        (a >> 16) & 0xffff,
-        a & 0xfff,
-        0x8000 | ((b >> 48) & 0x3fff),
-        b & 0xffff_ffff_ffff
-    )
+    // Version 4 in the third group's first digit, variant `10` in the fourth's top bits.
+    let hi = (a & 0xffff_ffff_ffff_0fff) | 0x4000;
+    let lo = (b & 0x3fff_ffff_ffff_ffff) | 0x8000_0000_0000_0000;
+    (u128::from(hi) << 64) | u128::from(lo)
+}
+
+/// A fresh UUID-shaped random subject.
+pub fn new_subject() -> String {
+    crate::util::format_uuid(new_uuid())
 }
 
 /// The response stream of one request, consumed by the request task.
@@ -482,6 +483,23 @@ async fn serve_callback(inner: Rc<Inner>, mut stream: TcpStream) {
                 let _ = stream.shutdown().await;
                 return;
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn subjects_are_version_4_uuids_and_differ() {
+        let (a, b) = (new_subject(), new_subject());
+        assert_ne!(a, b);
+        for s in [a, b] {
+            let v = crate::util::parse_uuid(&s).unwrap_or_else(|| panic!("{s} is not a UUID"));
+            assert_eq!((v >> 76) & 0xf, 4, "{s}: version");
+            assert_eq!((v >> 62) & 0b11, 0b10, "{s}: variant");
+            assert_eq!(s.as_bytes()[14], b'4');
         }
     }
 }

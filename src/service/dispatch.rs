@@ -17,7 +17,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use crate::error::{Error, Kind};
-use crate::plane::callback::{new_subject, ResponseStream, StreamItem};
+use crate::plane::callback::{new_uuid, ResponseStream, StreamItem};
 use crate::plane::client::{RequestBody, TransportError};
 use crate::plane::stream::StreamEvent;
 use crate::registry::{Serving, Worker};
@@ -75,19 +75,19 @@ fn on_failure(ctx: &ShardCtx, worker: &Worker, e: &TransportError, from_stream: 
 type KvPick = (u32, Booking);
 
 /// The next worker to try, and in `--router-mode kv` its data-parallel rank and booking
-/// (`tokens`: the prompt, when the frontend tokenized it; `request_id`: what the worker will
-/// be sent, the booking's name in the workers' prefill marks and in replica sync).
+/// (`tokens`: the prompt, when the frontend tokenized it; `request`: the bits of the request
+/// id the worker will be sent, the booking's name in the workers' prefill marks and in
+/// replica sync).
 fn pick(
     ctx: &ShardCtx,
     serving: &Serving,
     pinned: Option<u64>,
     tried: &[u64],
     tokens: Option<&[u32]>,
-    request_id: &str,
+    request: u128,
 ) -> Result<Option<(usize, Option<KvPick>)>, Error> {
     if let (Some(tokens), None, Mode::Kv) = (tokens, pinned, ctx.router.mode()) {
         if ctx.kv.ready() {
-            let request = crate::util::parse_uuid(request_id).unwrap_or(0);
             let usable = ctx.router.usable(&serving.workers, tried);
             let chosen = ctx
                 .kv
@@ -116,8 +116,9 @@ pub async fn dispatch<B: RequestBody>(
         ctx.kv.wait_for_room(&serving.workers, &usable, &serving.limits, tokens.len()).await;
     }
     while tried.len() < MAX_ATTEMPTS {
-        let request_id = new_subject();
-        let Some((i, kv)) = pick(ctx, serving, pinned, &tried, wire.prompt_tokens(), &request_id)? else { break };
+        let request = new_uuid();
+        let request_id = crate::util::format_uuid(request);
+        let Some((i, kv)) = pick(ctx, serving, pinned, &tried, wire.prompt_tokens(), request)? else { break };
         let mut booking = kv.map(|(rank, booking)| {
             wire.set_dp_rank(rank);
             booking

@@ -591,3 +591,52 @@ fn scan_changed_skips_rescans_where_only_mtimes_moved() {
     assert_eq!(snap.instances.len(), 3);
     assert!(!snap.skipped.is_empty());
 }
+
+#[test]
+fn an_inotify_watched_store_rereads_only_the_files_events_name() {
+    use switchyard::discovery::Source;
+    let s = Store::captured();
+    let mut store = s.store().with_wake(InotifyWake::new(&s.0).with_rescan(Duration::from_millis(50)));
+    let short = Duration::from_millis(300);
+    let first = Source::scan_changed(&mut store, SystemTime::now()).unwrap().expect("the first scan always builds");
+    assert_eq!(first.instances.len(), 4);
+    Source::wait(&mut store, short);
+    assert!(Source::scan_changed(&mut store, SystemTime::now()).unwrap().is_none(), "nothing changed");
+    // Rewritten in place with new bytes of the same size: the event names the file, so it
+    // is read again.
+    let path = fs::read_dir(s.0.join("v1/instances")).unwrap().next().unwrap().unwrap().path();
+    let text = String::from_utf8(fs::read(&path).unwrap()).unwrap();
+    assert!(text.contains("\"cuda\""));
+    // Rewritten with the same bytes (Dynamo's keep-alive of event channels): nothing changed.
+    fs::write(&path, text.as_bytes()).unwrap();
+    Source::wait(&mut store, short);
+    assert!(Source::scan_changed(&mut store, SystemTime::now()).unwrap().is_none(), "same bytes");
+    let same_size = text.replace("\"cuda\"", "\"tpu0\"");
+    fs::write(&path, same_size.as_bytes()).unwrap();
+    Source::wait(&mut store, short);
+    let snap = Source::scan_changed(&mut store, SystemTime::now()).unwrap().expect("a rewritten record");
+    assert!(snap.instances.iter().any(|e| e.raw["device_type"] == "tpu0"));
+    // A write through a hard link outside the store raises no event on the bucket (the same
+    // blind spot Dynamo's inotify watch has): the cached copy stays until a full read.
+    let elsewhere = Store::empty(); // an unwatched directory on the same file system
+    let outside = elsewhere.0.join("link-outside");
+    fs::hard_link(&path, &outside).unwrap();
+    fs::write(&outside, text.replace("\"cuda\"", "\"npu1\"").as_bytes()).unwrap();
+    Source::wait(&mut store, short);
+    assert!(Source::scan_changed(&mut store, SystemTime::now()).unwrap().is_none(), "served from the cache");
+    // A full read (here: a plain `scan`, which no wake precedes) sees it.
+    let snap = store.scan(SystemTime::now()).unwrap();
+    assert!(snap.instances.iter().any(|e| e.raw["device_type"] == "npu1"));
+    fs::remove_file(&outside).unwrap();
+    // A record published the way workers do (temporary, then rename) is read.
+    let tmp = s.write("v1/instances", ".tmp_0123456789abcdef", &endpoint("ns2", "backend", 0x78));
+    fs::rename(&tmp, s.0.join("v1/instances").join(key_file("ns2", "backend", 0x78))).unwrap();
+    Source::wait(&mut store, short);
+    let snap = Source::scan_changed(&mut store, SystemTime::now()).unwrap().expect("a new record");
+    assert_eq!(snap.instances.len(), 5);
+    // Cached records still expire: liveness comes from a fresh stat on every scan.
+    set_age(&path, DEFAULT_TTL + Duration::from_secs(1));
+    Source::wait(&mut store, short);
+    let snap = Source::scan_changed(&mut store, SystemTime::now()).unwrap().expect("an expired record");
+    assert_eq!(snap.instances.len(), 4);
+}

@@ -4,21 +4,25 @@
 //! `v1/event_channels` and `v1/event_sources`, skips writers' `.tmp_*` files, decodes file names and drops
 //! records whose mtime is older than the TTL (the store's only liveness signal), then hands
 //! the rest to [`snapshot::build`](super::snapshot::build) like every backend. Between scans
-//! the store waits on a [`WakeSource`]: [`InotifyWake`] (what the control thread uses) wakes
-//! as soon as a bucket changes and still rescans periodically for TTL expiry, which produces
-//! no file event; [`PeriodicWake`] only sleeps.
+//! the store waits on a [`WakeSource`] (see [`super::wake`]). When the wake source reports
+//! which files changed, a scan still lists every bucket and stats every file (for the TTL),
+//! but reads only the reported files and the ones whose inode or size moved; the others come
+//! from the previous scan.
 //!
 //! Blocking I/O throughout: this runs on the control thread, never on a shard.
 
+use std::collections::HashMap;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use super::records::{
     decode_file_name, is_temp_file, BUCKET_EVENT_CHANNELS, BUCKET_EVENT_SOURCES, BUCKET_INSTANCES, BUCKET_MDC,
 };
 use super::snapshot::{build, skip, Catalog, ParseCache, Raw, Skipped, Snapshot, Source};
+pub use super::wake::{Changed, InotifyWake, PeriodicWake, WakeSource, INOTIFY_RESCAN};
 use crate::config::NamespaceFilter;
 use crate::registry::Registry;
 
@@ -31,7 +35,7 @@ pub const DEFAULT_RESCAN: Duration = Duration::from_millis(200);
 /// Files larger than this are not records (cards are a few KiB).
 const MAX_RECORD_BYTES: u64 = 8 << 20;
 /// The buckets a frontend reads.
-const BUCKETS: [&str; 4] = [BUCKET_INSTANCES, BUCKET_MDC, BUCKET_EVENT_CHANNELS, BUCKET_EVENT_SOURCES];
+pub(super) const BUCKETS: [&str; 4] = [BUCKET_INSTANCES, BUCKET_MDC, BUCKET_EVENT_CHANNELS, BUCKET_EVENT_SOURCES];
 
 /// Reader of one `DYN_FILE_KV` directory.
 pub struct FileStore {
@@ -41,6 +45,21 @@ pub struct FileStore {
     catalog: Catalog,
     wake: Box<dyn WakeSource + Send>,
     cache: std::cell::RefCell<ParseCache>,
+    /// What the wake source reported since the last scan; `None`: no wait since, read all.
+    changed: std::cell::RefCell<Option<Changed>>,
+    /// The records of the last scan, by inode.
+    files: std::cell::RefCell<HashMap<u64, CachedFile>>,
+    /// When the buckets were last listed.
+    last_full: std::cell::Cell<std::time::Instant>,
+}
+
+/// A record as last read.
+struct CachedFile {
+    bucket: &'static str,
+    name: Arc<str>,
+    len: u64,
+    key: Arc<str>,
+    bytes: Arc<[u8]>,
 }
 
 impl FileStore {
@@ -54,6 +73,9 @@ impl FileStore {
             catalog: Catalog::default(),
             wake: Box::new(PeriodicWake::default()),
             cache: Default::default(),
+            changed: Default::default(),
+            files: Default::default(),
+            last_full: std::cell::Cell::new(std::time::Instant::now()),
         }
     }
 
@@ -88,6 +110,9 @@ impl FileStore {
     /// of the previous scan (only mtimes moved: keep-alive touches). The control thread
     /// rescans every second; this keeps an idle rescan to reading the files.
     pub fn scan_changed(&self, now: SystemTime) -> io::Result<Option<Snapshot>> {
+        if self.named_files_unchanged(now) {
+            return Ok(None);
+        }
         let (files, skipped) = self.read_all(now)?;
         let mut cache = self.cache.borrow_mut();
         if skipped.is_empty() && cache.unchanged(raws(&files)) {
@@ -96,29 +121,76 @@ impl FileStore {
         Ok(Some(build(raws(&files), &self.filter, skipped, &mut cache)))
     }
 
+    /// True when the wake source named the files that changed (possibly none: the watch
+    /// loop wakes every half second to check for stop), each is still live and holds the
+    /// bytes the last scan read, and a full scan (which applies the TTL to every record) ran
+    /// less than [`INOTIFY_RESCAN`] ago. Then nothing needs listing: Dynamo workers rewrite
+    /// their event-channel records unchanged every few seconds, and each rewrite wakes the
+    /// watch.
+    fn named_files_unchanged(&self, now: SystemTime) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        let mut changed = self.changed.borrow_mut();
+        let Some(Changed::Names(names)) = &*changed else { return false };
+        if self.last_full.get().elapsed() >= INOTIFY_RESCAN {
+            return false;
+        }
+        let files = self.files.borrow();
+        let same = names.iter().all(|(bucket, name)| {
+            if is_temp_file(name) {
+                return true;
+            }
+            let path = self.root.join(bucket).join(name);
+            let Ok(meta) = fs::metadata(&path) else { return false };
+            let live = meta.modified().is_ok_and(|m| !is_expired(m, now, self.ttl));
+            live && files.get(&meta.ino()).is_some_and(|c| {
+                (c.bucket, &*c.name, c.len) == (*bucket, name.as_str(), meta.len())
+                    && fs::read(&path).is_ok_and(|b| *b == *c.bytes)
+            })
+        });
+        if same {
+            *changed = None;
+        }
+        same
+    }
+
     fn read_all(&self, now: SystemTime) -> io::Result<(Vec<Listed>, Vec<Skipped>)> {
+        self.last_full.set(std::time::Instant::now());
+        let changed = self.changed.borrow_mut().take().unwrap_or(Changed::All);
+        let mut previous = std::mem::take(&mut *self.files.borrow_mut());
         let mut skipped = Vec::new();
         let mut files = Vec::new();
         for bucket in BUCKETS {
-            files.extend(self.read_bucket(bucket, now, &mut skipped)?);
+            self.read_bucket(bucket, now, &changed, &mut previous, &mut files, &mut skipped)?;
         }
+        *self.files.borrow_mut() = files
+            .iter()
+            .filter_map(|l| {
+                let (ino, len) = l.cached?;
+                let (bucket, name, key, bytes) = (l.bucket, l.name.clone(), l.key.clone(), l.bytes.clone());
+                Some((ino, CachedFile { bucket, name, len, key, bytes }))
+            })
+            .collect();
         Ok((files, skipped))
     }
 
-    /// Lists one bucket: (bucket, file name, decoded key, mtime, content) of each live file.
+    /// Lists one bucket into `out`: each live file with its decoded key, mtime and content
+    /// (from `previous` when `changed` does not name it and its inode and size are the same).
     fn read_bucket(
         &self,
         bucket: &'static str,
         now: SystemTime,
+        changed: &Changed,
+        previous: &mut HashMap<u64, CachedFile>,
+        out: &mut Vec<Listed>,
         skipped: &mut Vec<Skipped>,
-    ) -> io::Result<Vec<Listed>> {
+    ) -> io::Result<()> {
+        use std::os::unix::fs::MetadataExt;
         let dir = self.root.join(bucket);
         let listing = match fs::read_dir(&dir) {
             Ok(l) => l,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
             Err(e) => return Err(e),
         };
-        let mut out = Vec::new();
         for dirent in listing {
             // A file removed while listing is not an error; skip it.
             let Ok(dirent) = dirent else { continue };
@@ -129,12 +201,11 @@ impl FileStore {
             if is_temp_file(&file_name) {
                 continue;
             }
-            let Some(key) = decode_file_name(&file_name) else {
-                skipped.push(skip(bucket, &file_name, "malformed percent-encoding".into()));
-                continue;
-            };
-            // Follow symlinks like a plain open would; a vanished file is skipped silently.
-            let Ok(meta) = fs::metadata(dirent.path()) else { continue };
+            // Follow symlinks like a plain open would (and never take them from the cache);
+            // a vanished file is skipped silently.
+            let symlink = dirent.file_type().is_ok_and(|t| t.is_symlink());
+            let meta = if symlink { fs::metadata(dirent.path()) } else { dirent.metadata() };
+            let Ok(meta) = meta else { continue };
             if !meta.is_file() {
                 skipped.push(skip(bucket, &file_name, "not a regular file".into()));
                 continue;
@@ -147,10 +218,32 @@ impl FileStore {
                 skipped.push(skip(bucket, &file_name, format!("{} bytes is too large for a record", meta.len())));
                 continue;
             }
-            let Ok(bytes) = fs::read(dirent.path()) else { continue };
-            out.push((bucket, file_name, key, modified, bytes));
+            let id = (meta.ino(), meta.len());
+            let cached = match previous.remove(&id.0) {
+                Some(c)
+                    if !symlink
+                        && (c.bucket, &*c.name, c.len) == (bucket, file_name.as_str(), id.1)
+                        && !changed.touches(bucket, &file_name) =>
+                {
+                    Some(c)
+                }
+                _ => None,
+            };
+            let (name, key, bytes) = match cached {
+                Some(c) => (c.name, c.key, c.bytes),
+                None => {
+                    let Some(key) = decode_file_name(&file_name) else {
+                        skipped.push(skip(bucket, &file_name, "malformed percent-encoding".into()));
+                        continue;
+                    };
+                    let Ok(bytes) = fs::read(dirent.path()) else { continue };
+                    (file_name.into(), key.into(), bytes.into())
+                }
+            };
+            let cached = (!symlink).then_some(id);
+            out.push(Listed { bucket, name, key, modified, bytes, cached });
         }
-        Ok(out)
+        Ok(())
     }
 
     /// The Registry of `snap` as of `now` (see [`Catalog::registry`]).
@@ -159,12 +252,20 @@ impl FileStore {
     }
 }
 
-/// One listed file: (bucket, file name, decoded key, mtime, content).
-type Listed = (&'static str, String, String, SystemTime, Vec<u8>);
+/// One listed file.
+struct Listed {
+    bucket: &'static str,
+    name: Arc<str>,
+    key: Arc<str>,
+    modified: SystemTime,
+    bytes: Arc<[u8]>,
+    /// (inode, size) when the next scan may take it from the cache.
+    cached: Option<(u64, u64)>,
+}
 
 /// The listed files as [`Raw`] records.
-fn raws<'a>(files: &'a [Listed]) -> impl Iterator<Item = Raw<'a>> + Clone + 'a {
-    files.iter().map(|(bucket, name, key, modified, bytes)| Raw { bucket, name, key, modified: *modified, bytes })
+fn raws(files: &[Listed]) -> impl Iterator<Item = Raw<'_>> + Clone + '_ {
+    files.iter().map(|l| Raw { bucket: l.bucket, name: &l.name, key: &l.key, modified: l.modified, bytes: &l.bytes })
 }
 
 impl Source for FileStore {
@@ -178,6 +279,12 @@ impl Source for FileStore {
 
     fn wait(&mut self, max_wait: Duration) {
         self.wake.wait(max_wait);
+        let now = self.wake.take_changed();
+        let changed = self.changed.get_mut();
+        match changed {
+            Some(c) => c.merge(now),
+            None => *changed = Some(now),
+        }
     }
 }
 
@@ -185,128 +292,4 @@ impl Source for FileStore {
 /// skew between writers) counts as fresh.
 pub fn is_expired(modified: SystemTime, now: SystemTime, ttl: Duration) -> bool {
     now.duration_since(modified).is_ok_and(|age| age > ttl)
-}
-
-// ---------------------------------------------------------------------------------------------
-// Waking
-// ---------------------------------------------------------------------------------------------
-
-/// What wakes the watch loop for a rescan.
-pub trait WakeSource {
-    /// Blocks until the next rescan is due, at most `max_wait`.
-    fn wait(&mut self, max_wait: Duration);
-}
-
-/// Rescans every `interval`.
-#[derive(Clone, Copy, Debug)]
-pub struct PeriodicWake {
-    pub interval: Duration,
-}
-
-impl Default for PeriodicWake {
-    fn default() -> Self {
-        PeriodicWake { interval: DEFAULT_RESCAN }
-    }
-}
-
-impl WakeSource for PeriodicWake {
-    fn wait(&mut self, max_wait: Duration) {
-        std::thread::sleep(self.interval.min(max_wait));
-    }
-}
-
-/// Wakes as soon as a record file in a bucket is created, written, moved or removed
-/// (inotify), and at least every `rescan` (TTL expiry produces no event; Dynamo re-lists on
-/// its ~3.3 s sweep). A keep-alive touch that sets only the mtime is reported by
-/// the kernel as a modification and costs one rescan that finds nothing new. Directories
-/// that do not exist yet are watched once they appear. Falls back to plain sleeping when
-/// inotify is unavailable.
-pub struct InotifyWake {
-    fd: Option<std::os::fd::OwnedFd>,
-    dirs: Vec<PathBuf>,
-    rescan: Duration,
-    last: std::time::Instant,
-}
-
-/// Rescan period of [`InotifyWake`] without events.
-pub const INOTIFY_RESCAN: Duration = Duration::from_secs(1);
-
-impl InotifyWake {
-    /// Watches the buckets under `root` (and `root`, `root/v1` for buckets created later).
-    pub fn new(root: &Path) -> InotifyWake {
-        use std::os::fd::FromRawFd;
-        // SAFETY: plain syscall without pointers; the result is checked before use.
-        let fd = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
-        let fd = (fd >= 0).then(|| {
-            // SAFETY: `fd` is a fresh descriptor this struct now owns alone.
-            unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) }
-        });
-        if fd.is_none() {
-            crate::log::warn("inotify is unavailable; discovery falls back to periodic rescans");
-        }
-        let mut dirs = vec![root.to_path_buf(), root.join("v1")];
-        dirs.extend(BUCKETS.iter().map(|b| root.join(b)));
-        InotifyWake { fd, dirs, rescan: INOTIFY_RESCAN, last: std::time::Instant::now() }
-    }
-
-    /// Rescans at least every `rescan` without events (default [`INOTIFY_RESCAN`]).
-    pub fn with_rescan(mut self, rescan: Duration) -> InotifyWake {
-        self.rescan = rescan;
-        self
-    }
-
-    /// (Re-)adds the watches; adding an existing watch is a no-op for the kernel.
-    fn add_watches(&self, fd: i32) {
-        use std::os::unix::ffi::OsStrExt;
-        let mask = libc::IN_MODIFY
-            | libc::IN_CLOSE_WRITE
-            | libc::IN_MOVED_FROM
-            | libc::IN_MOVED_TO
-            | libc::IN_CREATE
-            | libc::IN_DELETE
-            | libc::IN_DELETE_SELF
-            | libc::IN_MOVE_SELF;
-        for dir in &self.dirs {
-            let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else { continue };
-            // SAFETY: `c` is a valid NUL-terminated path that outlives the call.
-            unsafe { libc::inotify_add_watch(fd, c.as_ptr(), mask) };
-        }
-    }
-
-    /// Reads and discards every queued event.
-    fn drain(fd: i32) {
-        let mut buf = [0u8; 4096];
-        loop {
-            // SAFETY: `buf` is writable for its whole length.
-            let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
-            if n <= 0 {
-                break;
-            }
-        }
-    }
-}
-
-impl WakeSource for InotifyWake {
-    fn wait(&mut self, max_wait: Duration) {
-        use std::os::fd::AsRawFd;
-        let Some(fd) = self.fd.as_ref().map(AsRawFd::as_raw_fd) else {
-            std::thread::sleep(DEFAULT_RESCAN.min(max_wait));
-            return;
-        };
-        self.add_watches(fd);
-        let due = self.rescan.saturating_sub(self.last.elapsed());
-        let timeout = due.min(max_wait);
-        let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
-        // SAFETY: one valid pollfd for the duration of the call.
-        let ready = unsafe { libc::poll(&mut pfd, 1, timeout.as_millis() as i32) };
-        if ready > 0 {
-            // Writers create a temporary, write it and rename it: let the burst settle so
-            // one rescan sees the finished record.
-            std::thread::sleep(Duration::from_millis(5));
-            Self::drain(fd);
-            self.last = std::time::Instant::now();
-        } else if self.last.elapsed() >= self.rescan {
-            self.last = std::time::Instant::now();
-        }
-    }
 }

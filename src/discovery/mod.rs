@@ -8,7 +8,8 @@
 //! * [`snapshot`]: what every backend produces — parsed, filtered, joined live records
 //!   ([`Snapshot`]) → [`Registry`](crate::registry::Registry) — and the loop [`watch`] the
 //!   control thread runs over any [`Source`].
-//! * [`file`]: the file backend (`DYN_FILE_KV`: mtime liveness, inotify + rescan).
+//! * [`file`]: the file backend (`DYN_FILE_KV`: mtime liveness, inotify + rescan), and
+//!   [`wake`], what wakes its watch and names the files that changed.
 //! * [`etcd`]: the etcd backend (`ETCD_ENDPOINTS`, leases): a blocking client of etcd's JSON
 //!   gateway, the frontend's [`etcd::EtcdView`] (also a [`Source`]) and the worker's
 //!   [`etcd::EtcdLease`].
@@ -24,6 +25,7 @@ pub mod file;
 pub mod mem;
 pub mod records;
 pub mod snapshot;
+pub mod wake;
 
 pub use file::{FileStore, InotifyWake, PeriodicWake, WakeSource};
 pub use records::{EndpointRecord, ModelCard, ModelInput, ModelRecord, ModelType};

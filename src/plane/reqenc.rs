@@ -84,23 +84,34 @@ fn array_len(out: &mut Vec<u8>, n: usize) {
     }
 }
 
-/// Each id in its shortest unsigned form (`rmp::encode::write_uint`).
+/// Each id in its shortest unsigned form (`rmp::encode::write_uint`). Written into reserved
+/// space eight bytes at a time (marker and big-endian value packed in one word, the cursor
+/// advanced by the form's length) rather than pushed byte by byte: a 1,000-token prompt cost
+/// ~24 instructions per id the other way.
 fn u32_array(out: &mut Vec<u8>, ids: &[u32]) {
     array_len(out, ids.len());
-    out.reserve(5 * ids.len());
+    let start = out.len();
+    // Five bytes per id at most, plus slack for the last eight-byte store.
+    out.resize(start + 5 * ids.len() + 8, 0);
+    let buf = out[start..].as_mut_ptr();
+    let mut at = 0;
     for &v in ids {
-        if v < 128 {
-            out.push(v as u8);
+        // The form's bytes in memory order, as a little-endian word.
+        let (word, len) = if v < 128 {
+            (u64::from(v), 1)
         } else if v < 256 {
-            out.extend_from_slice(&[0xcc, v as u8]);
+            (0xcc | u64::from(v) << 8, 2)
         } else if v < 65_536 {
-            out.push(0xcd);
-            out.extend_from_slice(&(v as u16).to_be_bytes());
+            (0xcd | u64::from((v as u16).swap_bytes()) << 8, 3)
         } else {
-            out.push(0xce);
-            out.extend_from_slice(&v.to_be_bytes());
-        }
+            (0xce | u64::from(v.swap_bytes()) << 8, 5)
+        };
+        // SAFETY: `at` is at most 5 bytes per id written so far, so `at + 8` is within the
+        // 5 * ids.len() + 8 bytes reserved after `start`; the store is unaligned-safe.
+        unsafe { buf.add(at).cast::<u64>().write_unaligned(word.to_le()) };
+        at += len;
     }
+    out.truncate(start + at);
 }
 
 #[cfg(test)]

@@ -165,8 +165,15 @@ impl ChatTemplate {
                     .into(),
             ));
         }
-        let mut messages: Vec<Value> = args.messages.iter().map(prepare_message).collect::<Result<_, _>>()?;
-        let final_text = if args.continue_final_message { Some(self.tag_final_message(&mut messages)?) } else { None };
+        // Only continuing the final message edits a message; otherwise each is converted once,
+        // straight from the request's JSON, without a prepared copy.
+        let (messages, final_text) = if args.continue_final_message {
+            let mut prepared: Vec<Value> = args.messages.iter().map(prepare_message).collect::<Result<_, _>>()?;
+            let text = self.tag_final_message(&mut prepared)?;
+            (prepared.iter().map(jinja).collect::<Vec<_>>(), Some(text))
+        } else {
+            (args.messages.iter().map(jinja_message).collect::<Result<Vec<_>, _>>()?, None)
+        };
 
         // The context is built as template values directly (not serialized into them through
         // serde, then merged with the clock function): a third of a small render's cost was
@@ -185,7 +192,7 @@ impl ChatTemplate {
                 ctx.insert(JValue::from(k.as_str()), jinja(v));
             }
         }
-        ctx.insert(JValue::from("messages"), JValue::from(messages.iter().map(jinja).collect::<Vec<_>>()));
+        ctx.insert(JValue::from("messages"), JValue::from(messages));
         ctx.insert(JValue::from("tools"), args.tools.map_or(JValue::from(()), jinja));
         ctx.insert(JValue::from("documents"), args.documents.map_or(JValue::from(()), jinja));
         ctx.insert(JValue::from("add_generation_prompt"), JValue::from(args.add_generation_prompt));
@@ -257,8 +264,6 @@ fn cut_at_tag(rendered: String, final_text: &str) -> Result<String, RenderError>
     }
 }
 
-/// A message as transformers hands it to the template: null-valued keys dropped, reasoning
-/// aliased under `thinking` (first) and `reasoning_content`.
 /// A template map: what minijinja itself builds when it serializes a map (insertion order).
 type JMap = indexmap::IndexMap<JValue, JValue>;
 
@@ -280,24 +285,44 @@ fn jinja(v: &Value) -> JValue {
     }
 }
 
-fn prepare_message(m: &Value) -> Result<Value, RenderError> {
+/// A message's entries as transformers hands it to the template: null-valued keys dropped,
+/// reasoning aliased under `thinking` (first) and `reasoning_content`. A key given twice
+/// keeps its first position and its last value (as a dict, and both map types here, do).
+fn message_entries<'a>(m: &'a Value, mut put: impl FnMut(&'a str, &'a Value)) -> Result<(), RenderError> {
     let Some(obj) = m.as_object() else {
         return Err(RenderError(format!("Chat messages should be dicts, but got {m}")));
     };
-    let mut out = Map::with_capacity(obj.len() + 2);
-    let reasoning = REASONING_FIELDS.iter().find_map(|k| obj.get(*k).filter(|v| !v.is_null())).cloned();
-    if let Some(r) = &reasoning {
-        out.insert("thinking".into(), r.clone());
+    let reasoning = REASONING_FIELDS.iter().find_map(|k| obj.get(*k).filter(|v| !v.is_null()));
+    if let Some(r) = reasoning {
+        put("thinking", r);
     }
     for (k, v) in obj {
         if !v.is_null() {
-            out.insert(k.clone(), v.clone());
+            put(k, v);
         }
     }
     if let Some(r) = reasoning {
-        out.insert("reasoning_content".into(), r);
+        put("reasoning_content", r);
     }
+    Ok(())
+}
+
+/// The message as JSON (for [`ChatTemplate::tag_final_message`], which edits it).
+fn prepare_message(m: &Value) -> Result<Value, RenderError> {
+    let mut out = Map::with_capacity(m.as_object().map_or(0, |o| o.len()) + 2);
+    message_entries(m, |k, v| {
+        out.insert(k.to_string(), v.clone());
+    })?;
     Ok(Value::Object(out))
+}
+
+/// The message as a template value, converted straight from the request's JSON.
+fn jinja_message(m: &Value) -> Result<JValue, RenderError> {
+    let mut out = JMap::with_capacity(m.as_object().map_or(0, |o| o.len()) + 2);
+    message_entries(m, |k, v| {
+        out.insert(JValue::from(k), jinja(v));
+    })?;
+    Ok(JValue::from_object(out))
 }
 
 /// `raise_exception` messages come through as they are; other errors with their detail.
@@ -370,6 +395,25 @@ pub fn strftime(fmt: &str, secs: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn messages_convert_as_prepared_copies_do() {
+        let cases = [
+            serde_json::json!({"role": "user", "content": "hi", "name": null}),
+            serde_json::json!({"role": "assistant", "content": "x", "reasoning_content": "r1", "tool_calls": null}),
+            serde_json::json!({"thinking": "t", "role": "assistant", "reasoning": "r", "content": null}),
+            serde_json::json!({"role": "assistant", "reasoning": "r", "content": [{"type": "text", "text": "a"}]}),
+            serde_json::json!({"role": "tool", "content": "{}", "extra": {"n": 1, "f": 1.5, "z": null, "b": true}}),
+            serde_json::json!({"role": "user", "content": "q", "reasoning_content": null, "thinking": "t2"}),
+        ];
+        for m in cases {
+            let direct = jinja_message(&m).unwrap();
+            let copied = jinja(&prepare_message(&m).unwrap());
+            // Debug output shows keys in order, so this checks order as well as values.
+            assert_eq!(format!("{direct:?}"), format!("{copied:?}"), "{m}");
+        }
+        assert!(jinja_message(&serde_json::json!("text")).is_err());
+    }
 
     fn render(src: &str, msgs: Value) -> Result<String, RenderError> {
         let t = ChatTemplate::compile(src).unwrap();

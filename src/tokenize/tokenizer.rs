@@ -17,7 +17,7 @@
 //! by construction (tested on random ASCII and the golden prompts); the price is a second
 //! vocabulary in memory per instance, which only these tokenizers pay.
 
-use tokenizers::pipeline::{EncodeOptions, PipelineToken, PipelineTokenizer};
+use tokenizers::pipeline::{EncodeOptions, PipelineNormalizer, PipelineToken, PipelineTokenizer};
 
 /// A tokenizer instance.
 pub struct Tokenizer {
@@ -54,9 +54,21 @@ impl Tokenizer {
         Ok((Self::from_canonical_json(&canonical)?, Some(canonical)))
     }
 
-    /// `inner` was built from the canonical `json`.
+    /// `inner` was built from the canonical `json`. The built pipeline says whether its
+    /// normalizer is one to skip for ASCII; only then is `json` read again.
     fn wrap(inner: PipelineTokenizer, json: &str) -> Tokenizer {
-        let ascii = without_ascii_identity_normalizer(json).and_then(|j| tokenizers::from_json(&j).ok());
+        let normal_forms_only = !inner.get_normalizers().is_empty()
+            && inner.get_normalizers().iter().all(|n| {
+                matches!(
+                    n,
+                    PipelineNormalizer::NFC(_)
+                        | PipelineNormalizer::NFD(_)
+                        | PipelineNormalizer::NFKC(_)
+                        | PipelineNormalizer::NFKD(_)
+                )
+            });
+        let ascii =
+            normal_forms_only.then(|| without_normalizer(json)).flatten().and_then(|j| tokenizers::from_json(&j).ok());
         Tokenizer { inner, ascii, plain: EncodeOptions::no_specials(), with_specials: EncodeOptions::default() }
     }
 
@@ -128,26 +140,10 @@ impl Tokenizer {
     }
 }
 
-/// `json` (a canonical `tokenizer.json`) with `"normalizer": null`, when its normalizer
-/// only applies Unicode normal forms — the identity on ASCII text. `None` otherwise (no
-/// normalizer, or one that changes ASCII, such as lowercasing or prepending).
-fn without_ascii_identity_normalizer(json: &str) -> Option<String> {
+/// `json` (a canonical `tokenizer.json`) with `"normalizer": null`.
+fn without_normalizer(json: &str) -> Option<String> {
     use serde_json::value::RawValue;
-    fn normal_forms_only(n: &serde_json::Value) -> bool {
-        match n.get("type").and_then(serde_json::Value::as_str) {
-            Some("NFC" | "NFD" | "NFKC" | "NFKD") => true,
-            Some("Sequence") => n
-                .get("normalizers")
-                .and_then(serde_json::Value::as_array)
-                .is_some_and(|all| !all.is_empty() && all.iter().all(normal_forms_only)),
-            _ => false,
-        }
-    }
     let mut top: indexmap::IndexMap<String, Box<RawValue>> = serde_json::from_str(json).ok()?;
-    let normalizer: serde_json::Value = serde_json::from_str(top.get("normalizer")?.get()).ok()?;
-    if !normal_forms_only(&normalizer) {
-        return None;
-    }
     top.insert("normalizer".into(), RawValue::from_string("null".into()).ok()?);
     serde_json::to_string(&top).ok()
 }

@@ -62,6 +62,14 @@ struct CachedFile {
     bytes: Arc<[u8]>,
 }
 
+impl CachedFile {
+    /// Whether this is the record now at `bucket`/`name` with `len` bytes (the inode having
+    /// matched already).
+    fn is(&self, bucket: &str, name: &str, len: u64) -> bool {
+        (self.bucket, &*self.name, self.len) == (bucket, name, len)
+    }
+}
+
 impl FileStore {
     /// A store at `root` (the `DYN_FILE_KV` directory) with the default 10 s TTL, rescanned
     /// every [`DEFAULT_RESCAN`] when watched.
@@ -107,8 +115,8 @@ impl FileStore {
     }
 
     /// [`FileStore::scan`], or `None` when the live files and their bytes are exactly those
-    /// of the previous scan (only mtimes moved: keep-alive touches). The control thread
-    /// rescans every second; this keeps an idle rescan to reading the files.
+    /// of the previous scan (only mtimes moved: keep-alive touches). Between full sweeps, a
+    /// wake whose named files are unchanged answers `None` without listing anything.
     pub fn scan_changed(&self, now: SystemTime) -> io::Result<Option<Snapshot>> {
         if self.named_files_unchanged(now) {
             return Ok(None);
@@ -142,10 +150,9 @@ impl FileStore {
             let path = self.root.join(bucket).join(name);
             let Ok(meta) = fs::metadata(&path) else { return false };
             let live = meta.modified().is_ok_and(|m| !is_expired(m, now, self.ttl));
-            live && files.get(&meta.ino()).is_some_and(|c| {
-                (c.bucket, &*c.name, c.len) == (*bucket, name.as_str(), meta.len())
-                    && fs::read(&path).is_ok_and(|b| *b == *c.bytes)
-            })
+            live && files
+                .get(&meta.ino())
+                .is_some_and(|c| c.is(bucket, name, meta.len()) && fs::read(&path).is_ok_and(|b| *b == *c.bytes))
         });
         if same {
             *changed = None;
@@ -220,11 +227,7 @@ impl FileStore {
             }
             let id = (meta.ino(), meta.len());
             let cached = match previous.remove(&id.0) {
-                Some(c)
-                    if !symlink
-                        && (c.bucket, &*c.name, c.len) == (bucket, file_name.as_str(), id.1)
-                        && !changed.touches(bucket, &file_name) =>
-                {
+                Some(c) if !symlink && c.is(bucket, &file_name, id.1) && !changed.touches(bucket, &file_name) => {
                     Some(c)
                 }
                 _ => None,

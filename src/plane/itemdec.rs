@@ -52,12 +52,8 @@ const PLAIN_TAIL: &[u8] = b"\xa6tokens\xc0\xa4text\xc0\xaboutput_type\xa4text\xa
 fn plain_token_frame(b: &[u8]) -> Option<ResponseEnvelope<Item>> {
     let ids = b.strip_prefix(PLAIN_HEAD)?.strip_suffix(PLAIN_TAIL)?;
     let mut r = Reader { b: ids, p: 0 };
-    let n = r.array_len()?;
     let mut out = Box::<LLMEngineOutput>::default();
-    out.token_ids.reserve_exact(n.min(4096));
-    for _ in 0..n {
-        out.token_ids.push(r.u32()?);
-    }
+    r.u32s(&mut out.token_ids)?;
     (r.p == ids.len()).then(|| ResponseEnvelope::item(Annotated::from_data(out)))
 }
 
@@ -211,6 +207,16 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// An array of u32s, appended to `into`.
+    fn u32s(&mut self, into: &mut Vec<u32>) -> Option<()> {
+        let n = self.array_len()?;
+        into.reserve_exact(n.min(4096));
+        for _ in 0..n {
+            into.push(self.u32()?);
+        }
+        Some(())
+    }
+
     fn opt_u32(&mut self) -> Option<Option<u32>> {
         if self.nil() {
             return Some(None);
@@ -284,13 +290,7 @@ impl<'a> Reader<'a> {
                 continue;
             }
             match field {
-                0 => {
-                    let n = self.array_len()?;
-                    o.token_ids.reserve_exact(n.min(4096));
-                    for _ in 0..n {
-                        o.token_ids.push(self.u32()?);
-                    }
-                }
+                0 => self.u32s(&mut o.token_ids)?,
                 2 => o.text = Some(self.str()?.to_owned()),
                 3 => {
                     o.output_type = match self.key()? {

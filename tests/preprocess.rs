@@ -72,7 +72,7 @@ fn tool_choice_none_leaves_tools_out_and_kwargs_reach_the_template() {
     let p_with = chat_prompt(&with, with_body.as_bytes(), &model, PreprocessOptions::default(), None).unwrap();
     let p_none = chat_prompt(&none, none_body.as_bytes(), &model, PreprocessOptions::default(), None).unwrap();
     assert!(p_with.contains("get_weather") && !p_none.contains("get_weather"));
-    let keep = PreprocessOptions { exclude_tools_when_tool_choice_none: false };
+    let keep = PreprocessOptions { exclude_tools_when_tool_choice_none: false, ..PreprocessOptions::default() };
     assert!(chat_prompt(&none, none_body.as_bytes(), &model, keep, None).unwrap().contains("get_weather"));
 
     let mut thinking = json!({"model": "q", "messages": [{"role": "user", "content": "hi"}]});

@@ -309,6 +309,7 @@ fn finish_plan(ctx: &ShardCtx, api: Api, c: Common, source: Source<'_>, req: &Re
         Source::Chat(chat) => {
             let opts = PreprocessOptions {
                 exclude_tools_when_tool_choice_none: ctx.shared.config.exclude_tools_when_tool_choice_none,
+                ..PreprocessOptions::default()
             };
             PromptInput::Chat(chat_prompt(chat, body, &tokens.files, opts, None)?)
         }

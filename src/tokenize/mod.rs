@@ -2,6 +2,7 @@
 //!
 //! * [`model`]: read a model directory once (off the shard threads) into [`model::ModelFiles`].
 //! * [`template`]: render a conversation exactly as transformers' `apply_chat_template` does.
+//! * [`native`]: recognised templates written without the template engine where that is exact.
 //! * [`pyjson`]: Python's `json.dumps` / `repr` text forms that templates print.
 //! * [`tokenizer`]: one tokenizer instance per shard: encode prompts, decode ids.
 //!
@@ -10,6 +11,7 @@
 
 pub mod detok;
 pub mod model;
+pub mod native;
 pub mod offload;
 pub mod preprocess;
 pub mod pyjson;

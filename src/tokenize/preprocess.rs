@@ -10,28 +10,38 @@
 //! assistant message (the client wants that message continued); a request may set it, and
 //! `continue_final_message`, in its template arguments.
 //!
+//! A conversation of `system` and `user` messages with string content, for a template
+//! [`super::native`] recognises, is rendered natively from the typed request: neither the
+//! second parse of the body nor the template engine runs (same text, see that module).
+//!
 //! Completions: a string prompt is encoded with the tokenizer's own special tokens (a BOS
 //! where the model adds one); token-id prompts are taken as they are.
 
 use serde_json::Value;
 
 use super::model::ModelFiles;
+use super::native::{Role, Turn};
 use super::template::RenderArgs;
 use super::tokenizer::Tokenizer;
 use crate::error::{Error, Kind};
 use crate::openai::chat::NvCreateChatCompletionRequest;
 use crate::openai::chat_params::ChatCompletionToolChoiceOption;
+use crate::openai::content::MessageContent;
+use crate::openai::messages::ChatMessage;
 
 /// Settings of the preprocessor that come from the command line.
 #[derive(Clone, Copy, Debug)]
 pub struct PreprocessOptions {
     /// `--exclude-tools-when-tool-choice-none` (default true).
     pub exclude_tools_when_tool_choice_none: bool,
+    /// Render recognised templates natively where that is exact (not a command-line
+    /// setting: on in the server; tests turn it off to compare with the template engine).
+    pub native_templates: bool,
 }
 
 impl Default for PreprocessOptions {
     fn default() -> Self {
-        PreprocessOptions { exclude_tools_when_tool_choice_none: true }
+        PreprocessOptions { exclude_tools_when_tool_choice_none: true, native_templates: true }
     }
 }
 
@@ -56,11 +66,16 @@ pub fn chat_prompt(
     opts: PreprocessOptions,
     now: Option<u64>,
 ) -> Result<String, Error> {
+    let drop_tools = opts.exclude_tools_when_tool_choice_none
+        && matches!(req.tool_choice, Some(ChatCompletionToolChoiceOption::None));
+    if opts.native_templates {
+        if let Some(prompt) = native_prompt(req, model, drop_tools) {
+            return Ok(prompt);
+        }
+    }
     let inputs: TemplateInputs = serde_json::from_slice(body)
         .map_err(|e| Error::new(Kind::Internal, format!("request body changed after validation: {e}")))?;
     let messages = inputs.messages;
-    let drop_tools = opts.exclude_tools_when_tool_choice_none
-        && matches!(req.tool_choice, Some(ChatCompletionToolChoiceOption::None));
     let tools = match (inputs.tools, drop_tools) {
         (Some(Value::Array(t)), false) if !t.is_empty() => Some(Value::Array(t)),
         _ => None,
@@ -88,6 +103,42 @@ pub fn chat_prompt(
             now,
         })
         .map_err(|e| bad(format!("chat template error: {e}")))
+}
+
+/// The prompt written by the model's native renderer, when it has one and the request is in
+/// the subset it covers (see [`super::native`]); `None` sends the request to the engine.
+fn native_prompt(req: &NvCreateChatCompletionRequest, model: &ModelFiles, drop_tools: bool) -> Option<String> {
+    if !drop_tools && req.tools.as_ref().is_some_and(|t| !t.is_empty()) {
+        return None;
+    }
+    let native = model.template(false)?.native()?;
+    fn turn(m: &ChatMessage) -> Option<Turn<'_>> {
+        match m {
+            ChatMessage::System(s) if s.tools.is_none() => match &s.content {
+                MessageContent::Text(t) => Some(Turn { role: Role::System, content: t }),
+                MessageContent::Parts(_) => None,
+            },
+            ChatMessage::User(u) => match &u.content {
+                MessageContent::Text(t) => Some(Turn { role: Role::User, content: t }),
+                MessageContent::Parts(_) => None,
+            },
+            _ => None,
+        }
+    }
+    if !req.messages.iter().all(|m| turn(m).is_some()) {
+        return None;
+    }
+    let mut extra = req.template_args();
+    // The conversation ends with a user or system message: a generation prompt by default.
+    let add_generation_prompt = match extra.remove("add_generation_prompt") {
+        Some(Value::Bool(b)) => b,
+        _ => true,
+    };
+    if matches!(extra.remove("continue_final_message"), Some(Value::Bool(true))) {
+        return None;
+    }
+    extra.remove("documents");
+    native.render(req.messages.iter().filter_map(turn), add_generation_prompt, &extra)
 }
 
 /// Encode a rendered chat prompt (the template already placed BOS where the model wants it).

@@ -25,6 +25,7 @@ use minijinja::value::{Kwargs, Value as JValue};
 use minijinja::{Environment, Error as JError, ErrorKind};
 use serde_json::{Map, Value};
 
+use super::native::{Native, Role, Turn};
 use super::pyjson;
 
 const TEMPLATE_NAME: &str = "chat";
@@ -35,6 +36,7 @@ const REASONING_FIELDS: [&str; 3] = ["reasoning_content", "thinking", "reasoning
 pub struct ChatTemplate {
     env: Environment<'static>,
     source: String,
+    native: Option<Native>,
 }
 
 impl std::fmt::Debug for ChatTemplate {
@@ -147,10 +149,72 @@ impl ChatTemplate {
         });
         let cleaned = strip_generation_tags(source);
         env.add_template_owned(TEMPLATE_NAME, cleaned.clone()).map_err(|e| e.to_string())?;
-        Ok(ChatTemplate { env, source: cleaned })
+        let native = Native::recognise(&cleaned);
+        let mut template = ChatTemplate { env, source: cleaned, native };
+        if let Some(n) = native {
+            if let Err(e) = template.probe_native(n) {
+                crate::log::warn(&format!("chat template: the native {n:?} renderer is not used: {e}"));
+                template.native = None;
+            }
+        }
+        Ok(template)
     }
 
-    /// Render a conversation to the prompt text.
+    /// The native renderer for this template, if its text is recognised ([`super::native`]).
+    pub fn native(&self) -> Option<Native> {
+        self.native
+    }
+
+    /// Render probe conversations with the engine and natively; any difference is an error.
+    fn probe_native(&self, native: Native) -> Result<(), String> {
+        const TEXTS: [&str; 4] = ["Hi there.", " <tool_response>x</tool_response> ", "", "a\n\n{{ b }}</think>ü"];
+        let conversations: [&[(Role, usize)]; 4] = [
+            &[(Role::User, 0)],
+            &[(Role::System, 0), (Role::User, 1)],
+            &[(Role::User, 1), (Role::System, 2), (Role::User, 3), (Role::User, 0)],
+            &[(Role::System, 3), (Role::System, 1), (Role::User, 2)],
+        ];
+        let thinking: [Option<Value>; 3] = [None, Some(Value::Bool(false)), Some(Value::Bool(true))];
+        let no_tokens = BTreeMap::new();
+        for conv in conversations {
+            let turns = conv.iter().map(|&(role, i)| Turn { role, content: TEXTS[i] });
+            let json: Vec<Value> = turns
+                .clone()
+                .map(|t| {
+                    let role = if t.role == Role::System { "system" } else { "user" };
+                    serde_json::json!({"role": role, "content": t.content})
+                })
+                .collect();
+            for add_generation_prompt in [true, false] {
+                for think in &thinking {
+                    let mut extra = Map::new();
+                    if let Some(v) = think {
+                        extra.insert("enable_thinking".into(), v.clone());
+                    }
+                    let engine = self
+                        .render(&RenderArgs {
+                            messages: &json,
+                            tools: None,
+                            documents: None,
+                            add_generation_prompt,
+                            continue_final_message: false,
+                            special_tokens: &no_tokens,
+                            extra: Some(&extra),
+                            now: Some(0),
+                        })
+                        .map_err(|e| e.0)?;
+                    let direct = native.render(turns.clone(), add_generation_prompt, &extra);
+                    if direct.as_deref() != Some(engine.as_str()) {
+                        return Err(format!("{json:?} renders {engine:?}, natively {direct:?}"));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Render a conversation to the prompt text with the template engine (the native
+    /// renderer is chosen by the caller, which has the typed messages).
     pub fn render(&self, args: &RenderArgs<'_>) -> Result<String, RenderError> {
         if args.messages.is_empty() {
             return Err(RenderError(

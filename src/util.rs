@@ -46,14 +46,14 @@ pub fn parse_uuid(s: &str) -> Option<u128> {
 /// `v` as a lower-case hyphenated UUID (the inverse of [`parse_uuid`]).
 pub fn format_uuid(v: u128) -> String {
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(36);
+    let mut text = [b'-'; 36];
+    let mut at = 0;
     for i in (0..32).rev() {
-        s.push(char::from(HEX[((v >> (4 * i)) & 0xf) as usize]));
-        if matches!(i, 24 | 20 | 16 | 12) {
-            s.push('-');
-        }
+        text[at] = HEX[((v >> (4 * i)) & 0xf) as usize];
+        at += if matches!(i, 24 | 20 | 16 | 12) { 2 } else { 1 };
     }
-    s
+    // Hex digits and hyphens only: always UTF-8.
+    std::str::from_utf8(&text).unwrap_or_default().to_owned()
 }
 
 #[cfg(test)]

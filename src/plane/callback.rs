@@ -153,6 +153,8 @@ fn pooled_queue() -> EventQueue {
 
 struct Inner {
     addr: SocketAddr,
+    /// `addr` as text, formatted once (it goes into every request's control message).
+    addr_text: String,
     max: usize,
     subjects: RefCell<HashMap<String, Rc<StreamSlot>>>,
 }
@@ -188,7 +190,12 @@ impl CallbackServer {
             host.parse().map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("bad host {host:?}: {e}")))?;
         let listener = TcpListener::bind(SocketAddr::new(ip, 0))?;
         let addr = listener.local_addr()?;
-        let inner = Rc::new(Inner { addr, max: max_message_size, subjects: RefCell::new(HashMap::new()) });
+        let inner = Rc::new(Inner {
+            addr,
+            addr_text: addr.to_string(),
+            max: max_message_size,
+            subjects: RefCell::new(HashMap::new()),
+        });
         monoio::spawn(accept_loop(inner.clone(), listener));
         Ok(CallbackServer { inner })
     }
@@ -196,6 +203,11 @@ impl CallbackServer {
     /// The `host:port` workers call back.
     pub fn addr(&self) -> SocketAddr {
         self.inner.addr
+    }
+
+    /// [`CallbackServer::addr`] as the text workers are sent.
+    pub fn addr_text(&self) -> &str {
+        &self.inner.addr_text
     }
 
     /// Subjects registered and not yet released.
@@ -225,15 +237,27 @@ impl CallbackServer {
     }
 }
 
-/// A fresh random (version 4) UUID's bits (std's randomly keyed hasher; no RNG crate).
+/// A fresh random (version 4) UUID's bits: 128 bits of a per-thread wyrand stream seeded
+/// from std's randomly keyed hasher (no RNG crate). Two keyed SipHash runs per UUID cost
+/// ~1 K instructions; the stream costs a few dozen, and with a 64-bit state seeded randomly
+/// per thread its UUIDs do not repeat in practice.
 pub fn new_uuid() -> u128 {
-    let r = |salt: u64| {
-        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-        h.write_u64(salt);
-        h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
-        h.finish()
+    thread_local! {
+        static STATE: std::cell::Cell<u64> = std::cell::Cell::new({
+            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+            h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
+            h.finish()
+        });
+    }
+    let next = || {
+        STATE.with(|s| {
+            let x = s.get().wrapping_add(0xa076_1d64_78bd_642f);
+            s.set(x);
+            let m = u128::from(x) * u128::from(x ^ 0xe703_7ed1_a0b4_28db);
+            ((m >> 64) as u64) ^ (m as u64)
+        })
     };
-    let (a, b) = (r(1), r(2));
+    let (a, b) = (next(), next());
     // Version 4 in the third group's first digit, variant `10` in the fourth's top bits.
     let hi = (a & 0xffff_ffff_ffff_0fff) | 0x4000;
     let lo = (b & 0x3fff_ffff_ffff_ffff) | 0x8000_0000_0000_0000;

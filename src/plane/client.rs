@@ -35,7 +35,8 @@ use monoio::net::TcpStream;
 
 use super::callback::{CallbackServer, ItemMode, ResponseStream};
 use super::frame::{encode_request_frame, Ack, AckDecoder};
-use super::payload::{Codec, PreprocessedRequest, RequestControlMessage, StreamType, TcpStreamInfo};
+use super::payload::{Codec, PreprocessedRequest};
+use super::reqenc::control_single_in_many_out;
 use super::{Decoded, PlaneError, DEFAULT_MAX_MESSAGE_SIZE};
 
 /// A request-plane failure seen by the socket layer (the codecs' own errors are wrapped in
@@ -239,18 +240,17 @@ impl WorkerConns {
         &self,
         addr: SocketAddr,
         path: &str,
-        control: &RequestControlMessage,
+        control: &[u8],
         body: &[u8],
         headers: &[(&str, &str)],
     ) -> Result<(), TransportError> {
-        let control = control.to_json()?;
         let conn = self.conn(addr);
         let slot = AckSlot::default();
         let writer = {
             let mut st = conn.st.borrow_mut();
             let mark = st.out.len();
             if let Err(e) =
-                encode_request_frame(&mut st.out, path, headers, &control, body, self.inner.cfg.max_message_size)
+                encode_request_frame(&mut st.out, path, headers, control, body, self.inner.cfg.max_message_size)
             {
                 st.out.truncate(mark);
                 return Err(e.into());
@@ -460,13 +460,8 @@ impl RequestPlane {
     ) -> Result<ResponseStream, TransportError> {
         let subject = super::callback::new_subject();
         let stream = self.callbacks.register_as(&subject, codec, B::ITEMS, callback_deadline);
-        let info = TcpStreamInfo {
-            address: self.callbacks.addr().to_string(),
-            subject,
-            context: request_id.to_owned(),
-            stream_type: StreamType::Response,
-        };
-        let control = RequestControlMessage::single_in_many_out(request_id, codec, &info)?;
+        let mut control = Vec::new();
+        control_single_in_many_out(&mut control, request_id, codec, self.callbacks.addr_text(), &subject, request_id);
         let body = request.encode_body(codec)?;
         let ts = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
         let ts = ts.to_string();

@@ -291,9 +291,9 @@ pub fn encode_request_frame(
         if i > 0 {
             hjson.push(b',');
         }
-        serde_json::to_writer(&mut hjson, k).map_err(|e| PlaneError::codec("request headers", e))?;
+        super::reqenc::json_str(&mut hjson, k.as_bytes());
         hjson.push(b':');
-        serde_json::to_writer(&mut hjson, v).map_err(|e| PlaneError::codec("request headers", e))?;
+        super::reqenc::json_str(&mut hjson, v.as_bytes());
     }
     hjson.push(b'}');
     let path_len = u16::try_from(path.len()).map_err(|_| too_large("endpoint path", path.len() as u64, 0xffff))?;

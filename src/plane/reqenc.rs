@@ -27,29 +27,52 @@ pub fn control_single_in_many_out(
     subject: &str,
     context: &str,
 ) {
-    let mut info = Vec::with_capacity(80 + address.len() + subject.len() + context.len());
-    info.extend_from_slice(b"{\"address\":");
-    json_str(&mut info, address.as_bytes());
-    info.extend_from_slice(b",\"subject\":");
-    json_str(&mut info, subject.as_bytes());
-    info.extend_from_slice(b",\"context\":");
-    json_str(&mut info, context.as_bytes());
-    info.extend_from_slice(b",\"stream_type\":\"response\"}");
-    out.reserve(140 + id.len() + info.len() + info.len() / 4);
+    out.reserve(260 + id.len() + address.len() + subject.len() + context.len());
     out.extend_from_slice(b"{\"id\":");
     json_str(out, id.as_bytes());
     out.extend_from_slice(b",\"request_type\":\"single_in\",\"response_type\":\"many_out\",\"payload_codec\":\"");
     out.extend_from_slice(codec.as_str().as_bytes());
     out.extend_from_slice(b"\",\"connection_info\":{\"transport\":\"tcp_server\",\"info\":");
-    json_str(out, &info);
+    let (address, subject, context) = (address.as_bytes(), subject.as_bytes(), context.as_bytes());
+    if plain(address) && plain(subject) && plain(context) {
+        // The usual case (an address and two UUIDs): the inner JSON's quotes, escaped once.
+        out.extend_from_slice(br#""{\"address\":\""#);
+        out.extend_from_slice(address);
+        out.extend_from_slice(br#"\",\"subject\":\""#);
+        out.extend_from_slice(subject);
+        out.extend_from_slice(br#"\",\"context\":\""#);
+        out.extend_from_slice(context);
+        out.extend_from_slice(br#"\",\"stream_type\":\"response\"}""#);
+    } else {
+        let mut info = Vec::with_capacity(80 + address.len() + subject.len() + context.len());
+        info.extend_from_slice(b"{\"address\":");
+        json_str(&mut info, address);
+        info.extend_from_slice(b",\"subject\":");
+        json_str(&mut info, subject);
+        info.extend_from_slice(b",\"context\":");
+        json_str(&mut info, context);
+        info.extend_from_slice(b",\"stream_type\":\"response\"}");
+        json_str(out, &info);
+    }
     out.extend_from_slice(b"}}");
+}
+
+/// Whether `bytes` goes into a JSON string as it is (no quote, backslash or control byte).
+/// Branch-free over the bytes, so it vectorizes.
+fn plain(bytes: &[u8]) -> bool {
+    !bytes.iter().fold(false, |hit, &b| hit | (b < 0x20) | (b == b'"') | (b == b'\\'))
 }
 
 /// `s` as a JSON string, escaped as serde_json escapes (short forms for `\b \t \n \f \r`,
 /// `\u00xx` for other control bytes, everything else as it is). `bytes` is UTF-8 text.
-fn json_str(out: &mut Vec<u8>, bytes: &[u8]) {
+pub(crate) fn json_str(out: &mut Vec<u8>, bytes: &[u8]) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     out.push(b'"');
+    if plain(bytes) {
+        out.extend_from_slice(bytes);
+        out.push(b'"');
+        return;
+    }
     let mut from = 0;
     for (i, &b) in bytes.iter().enumerate() {
         let short: &[u8] = match b {
@@ -238,6 +261,13 @@ mod tests {
     }
 
     proptest::proptest! {
+        #[test]
+        fn strings_are_escaped_as_serde_json_escapes(text in "\\PC{0,40}|[\\x00-\\x7f]{0,40}") {
+            let mut direct = Vec::new();
+            json_str(&mut direct, text.as_bytes());
+            proptest::prop_assert_eq!(direct, serde_json::to_vec(&text).unwrap());
+        }
+
         #[test]
         fn random_control_messages_are_the_derived_json(id in "\\PC{0,40}|[\\x00-\\x7f]{0,40}", address in ".{0,30}", subject in "\\PC{0,40}") {
             let (direct, derived) = control_both_ways(&id, Codec::Msgpack, &address, &subject);

@@ -22,7 +22,7 @@ use super::chat_params::{
     ServiceTier, WebSearchOptions,
 };
 use super::common::{starts_with_object, ChatCompletionStreamOptions, Stop};
-use super::messages::ChatMessage;
+use super::messages::{with_quick_messages, ChatMessage};
 use super::nvext::NvExt;
 use super::{deserialize_error, validate, ParseOptions};
 use crate::error::Error;
@@ -243,7 +243,15 @@ pub(crate) fn stop_token_ids(stop: Option<&Stop>, extra: Option<&Value>) -> Opti
 /// (exact serde error, or the request plus its unsupported field names).
 fn decode(body: &[u8]) -> Result<(NvCreateChatCompletionRequest, Vec<String>), Error> {
     if starts_with_object(body) {
-        if let Ok(req) = serde_json::from_slice::<NvCreateChatCompletionRequest>(body) {
+        // Text checked once here lets the parser skip checking each string on its own; a
+        // body that is not UTF-8 fails below with the parser's own error.
+        // Its errors are discarded (the parse below reports them), so plain messages may
+        // take the quick path.
+        let flat = with_quick_messages(|| match std::str::from_utf8(body) {
+            Ok(text) => serde_json::from_str::<NvCreateChatCompletionRequest>(text),
+            Err(_) => serde_json::from_slice::<NvCreateChatCompletionRequest>(body),
+        });
+        if let Ok(req) = flat {
             return Ok((req, Vec::new()));
         }
     }

@@ -17,8 +17,18 @@
 //!
 //! Content and its parts live in [`super::content`]. An unknown part type fails the whole
 //! request with Dynamo's untagged-enum message; it is not kept.
+//!
+//! The exact deserializer buffers each message (role tag) and again each wrapper (flattened
+//! fields) — ~3.5 K instructions for a plain `{"role": "user", "content": "…"}`. A request is
+//! first parsed in an attempt whose errors are thrown away (the flat parse in
+//! [`super::chat`]); inside it ([`with_quick_messages`]) a message of role `user` or
+//! `system` with string `content`, an optional `name` and nothing else is built directly;
+//! every other message is replayed from its buffered entries through the exact deserializer,
+//! so the two accept the same messages with the same values (a property test below).
 
-use serde::de::{Error as _, IgnoredAny};
+use std::cell::Cell;
+
+use serde::de::{Error as _, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
@@ -72,8 +82,128 @@ impl ChatMessage {
     }
 }
 
+thread_local! {
+    /// Set while [`with_quick_messages`] runs.
+    static QUICK: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Run `parse` with plain messages built directly (see the module docs). Only for parse
+/// attempts whose errors are discarded: a message the quick path hands to the exact one is
+/// replayed from a buffer, so its error text loses the position in the body.
+pub(crate) fn with_quick_messages<T>(parse: impl FnOnce() -> T) -> T {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            QUICK.with(|q| q.set(self.0));
+        }
+    }
+    let _restore = Restore(QUICK.with(|q| q.replace(true)));
+    parse()
+}
+
 impl<'de> Deserialize<'de> for ChatMessage {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        if QUICK.with(Cell::get) {
+            deserializer.deserialize_map(QuickMessage)
+        } else {
+            exact(deserializer)
+        }
+    }
+}
+
+/// A message key, known ones without allocating.
+enum Key {
+    Role,
+    Content,
+    Name,
+    Other(String),
+}
+
+impl<'de> Deserialize<'de> for Key {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl Visitor<'_> for KeyVisitor {
+            type Value = Key;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a message field name")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Key, E> {
+                Ok(match v {
+                    "role" => Key::Role,
+                    "content" => Key::Content,
+                    "name" => Key::Name,
+                    _ => Key::Other(v.to_owned()),
+                })
+            }
+        }
+        deserializer.deserialize_identifier(KeyVisitor)
+    }
+}
+
+/// The quick path: plain `user` / `system` messages directly, the rest through [`exact`].
+struct QuickMessage;
+
+enum Role {
+    User,
+    System,
+}
+
+impl<'de> Visitor<'de> for QuickMessage {
+    type Value = ChatMessage;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a chat message object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ChatMessage, A::Error> {
+        let (mut role, mut content, mut name) = (None, None, None);
+        let mut rest: Vec<(String, Value)> = Vec::new();
+        while let Some(key) = map.next_key::<Key>()? {
+            let value: Value = map.next_value()?;
+            let (slot, field) = match key {
+                Key::Role => (&mut role, "role"),
+                Key::Content => (&mut content, "content"),
+                Key::Name => (&mut name, "name"),
+                Key::Other(k) => {
+                    rest.push((k, value));
+                    continue;
+                }
+            };
+            if slot.is_some() {
+                rest.push((field.to_owned(), value)); // given twice: the exact path rejects it
+            } else {
+                *slot = Some(value);
+            }
+        }
+        let plain_name = matches!(name, None | Some(Value::Null | Value::String(_)));
+        let plain_role = match role.as_ref().and_then(Value::as_str) {
+            Some("user") => Some(Role::User),
+            Some("system") => Some(Role::System),
+            _ => None,
+        };
+        if let (true, true, Some(r)) = (rest.is_empty(), plain_name, plain_role) {
+            if let Some(Value::String(text)) = content {
+                let name = match name {
+                    Some(Value::String(n)) => Some(n),
+                    _ => None,
+                };
+                let content = MessageContent::Text(text);
+                return Ok(match r {
+                    Role::User => ChatMessage::User(UserMessage { content, name }),
+                    Role::System => ChatMessage::System(SystemMessage { content, name, tools: None }),
+                });
+            }
+        }
+        let known = [("role", role), ("content", content), ("name", name)];
+        rest.extend(known.into_iter().filter_map(|(k, v)| Some((k.to_owned(), v?))));
+        exact(serde::de::value::MapDeserializer::<_, serde_json::Error>::new(rest.into_iter()))
+            .map_err(A::Error::custom)
+    }
+}
+
+/// Dynamo's deserialization of a message, errors included.
+fn exact<'de, D: Deserializer<'de>>(deserializer: D) -> Result<ChatMessage, D::Error> {
+    {
         // Dynamo rejects Kimi's `tools` off system messages and `partial` off assistant
         // messages instead of ignoring them; the wrappers below are its construction.
         #[derive(Deserialize)]
@@ -318,5 +448,91 @@ fn arguments<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
         Value::String(s) => Ok(s),
         v @ Value::Object(_) => Ok(v.to_string()),
         other => Err(D::Error::custom(format!("expected string or object for `arguments`, got {other}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn both(text: &str) -> (Result<ChatMessage, String>, Result<ChatMessage, String>) {
+        let quick = with_quick_messages(|| serde_json::from_str::<ChatMessage>(text)).map_err(|e| e.to_string());
+        let exact = serde_json::from_str::<ChatMessage>(text).map_err(|e| e.to_string());
+        (quick, exact)
+    }
+
+    #[test]
+    fn plain_messages_take_the_quick_path_and_equal_the_exact_ones() {
+        for text in [
+            r#"{"role":"user","content":"hi"}"#,
+            r#"{"content":"s\u00fc","role":"system","name":null}"#,
+            r#"{"role":"user","content":"x","name":"bob"}"#,
+        ] {
+            let (quick, exact) = both(text);
+            assert_eq!(quick.unwrap(), exact.unwrap(), "{text}");
+        }
+        // Everything else is replayed through the exact path: same values, and rejected alike.
+        for text in [
+            r#"{"role":"assistant","content":"a"}"#,
+            r#"{"role":"user","content":[{"type":"text","text":"t"}]}"#,
+            r#"{"role":"system","content":"s","tools":[{"x":1}]}"#,
+            r#"{"role":"tool","content":"r","tool_call_id":"c"}"#,
+        ] {
+            let (quick, exact) = both(text);
+            assert_eq!(quick.unwrap(), exact.unwrap(), "{text}");
+        }
+        for text in [
+            r#"{"role":"user","content":"a","content":"b"}"#,
+            r#"{"role":"user","content":"a","partial":true}"#,
+            r#"{"role":"user","content":"a","name":5}"#,
+            r#"{"role":"wizard","content":"a"}"#,
+            r#"{"content":"a"}"#,
+            r#"{"role":"user"}"#,
+            r#"["user","a"]"#,
+        ] {
+            let (quick, exact) = both(text);
+            assert!(quick.is_err() && exact.is_err(), "{text}: {quick:?} / {exact:?}");
+        }
+    }
+
+    fn entry() -> impl Strategy<Value = (String, Value)> {
+        let key = prop::sample::select(vec!["role", "role", "content", "content", "name", "tools", "partial", "x"]);
+        let value = prop_oneof![
+            prop::sample::select(vec!["user", "system", "assistant", "developer", "tool", "function", "other"])
+                .prop_map(|r| Value::String(r.into())),
+            "\\PC{0,8}".prop_map(Value::String),
+            Just(Value::Null),
+            Just(Value::from(3)),
+            Just(serde_json::json!([{"type": "text", "text": "t"}])),
+            Just(serde_json::json!([{"type": "function", "function": {"name": "f"}}])),
+            Just(Value::Bool(true)),
+        ];
+        (key.prop_map(String::from), value)
+    }
+
+    proptest! {
+        #[test]
+        fn quick_and_exact_accept_the_same_messages_with_the_same_values(
+            plain in prop::option::of((prop::sample::select(vec!["user", "system"]), "\\PC{0,8}")),
+            extra in prop::collection::vec(entry(), 0..4),
+        ) {
+            // Mostly near the quick path's shape: a plain message plus a few random entries.
+            let mut entries: Vec<(String, Value)> = plain
+                .map(|(role, text)| vec![("role".into(), Value::from(role)), ("content".into(), Value::from(text))])
+                .unwrap_or_default();
+            entries.extend(extra);
+            // Written by hand so a key may appear twice, as in a client's body.
+            let fields: Vec<String> = entries
+                .iter()
+                .map(|(k, v)| format!("{}:{}", serde_json::to_string(k).unwrap(), v))
+                .collect();
+            let text = format!("{{{}}}", fields.join(","));
+            match both(&text) {
+                (Ok(quick), Ok(exact)) => prop_assert_eq!(quick, exact, "{}", text),
+                (Err(_), Err(_)) => {}
+                (quick, exact) => prop_assert!(false, "{}: quick {:?}, exact {:?}", text, quick, exact),
+            }
+        }
     }
 }

@@ -32,6 +32,9 @@ pub use super::snapshot::namespace_matches;
 pub const DEFAULT_TTL: Duration = Duration::from_secs(10);
 /// Default rescan period of [`PeriodicWake`].
 pub const DEFAULT_RESCAN: Duration = Duration::from_millis(200);
+/// The longest a watched store goes without listing its buckets when no record expires
+/// sooner: a net for changes no event named (a write through a hard link from outside).
+pub const FULL_SWEEP: Duration = Duration::from_secs(5);
 /// Files larger than this are not records (cards are a few KiB).
 const MAX_RECORD_BYTES: u64 = 8 << 20;
 /// The buckets a frontend reads.
@@ -51,6 +54,8 @@ pub struct FileStore {
     files: std::cell::RefCell<HashMap<u64, CachedFile>>,
     /// When the buckets were last listed.
     last_full: std::cell::Cell<std::time::Instant>,
+    /// When the first record of the last listing expires unless touched (mtime + TTL).
+    next_expiry: std::cell::Cell<Option<SystemTime>>,
 }
 
 /// A record as last read.
@@ -84,6 +89,7 @@ impl FileStore {
             changed: Default::default(),
             files: Default::default(),
             last_full: std::cell::Cell::new(std::time::Instant::now()),
+            next_expiry: std::cell::Cell::new(None),
         }
     }
 
@@ -131,15 +137,16 @@ impl FileStore {
 
     /// True when the wake source named the files that changed (possibly none: the watch
     /// loop wakes every half second to check for stop), each is still live and holds the
-    /// bytes the last scan read, and a full scan (which applies the TTL to every record) ran
-    /// less than [`INOTIFY_RESCAN`] ago. Then nothing needs listing: Dynamo workers rewrite
-    /// their event-channel records unchanged every few seconds, and each rewrite wakes the
-    /// watch.
+    /// bytes the last scan read, no record of the last listing has reached its TTL, and that
+    /// listing is less than [`FULL_SWEEP`] old. Then nothing needs listing: Dynamo workers
+    /// rewrite their event-channel records unchanged every few seconds, and each rewrite
+    /// wakes the watch. (Expiry is the only change no event reports; a record touched since
+    /// the listing only expires later than the listing says, so at worst it is listed early.)
     fn named_files_unchanged(&self, now: SystemTime) -> bool {
         use std::os::unix::fs::MetadataExt;
         let mut changed = self.changed.borrow_mut();
         let Some(Changed::Names(names)) = &*changed else { return false };
-        if self.last_full.get().elapsed() >= INOTIFY_RESCAN {
+        if self.last_full.get().elapsed() >= FULL_SWEEP || self.next_expiry.get().is_some_and(|t| now >= t) {
             return false;
         }
         let files = self.files.borrow();
@@ -169,6 +176,7 @@ impl FileStore {
         for bucket in BUCKETS {
             self.read_bucket(bucket, now, &changed, &mut previous, &mut files, &mut skipped)?;
         }
+        self.next_expiry.set(files.iter().map(|l| l.modified + self.ttl).min());
         *self.files.borrow_mut() = files
             .iter()
             .filter_map(|l| {

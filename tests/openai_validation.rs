@@ -31,7 +31,7 @@ fn chat_with(extra: &str) -> String {
 fn ok_chat(body: &str, len: usize) -> NvCreateChatCompletionRequest {
     assert_eq!(body.len(), len, "rebuilt body must have the recorded Content-Length");
     match parse_chat(body.as_bytes()) {
-        Ok(r) => r,
+        Ok(r) => *r,
         Err(e) => panic!("expected success for {body}: {e}"),
     }
 }

@@ -463,10 +463,12 @@ fn every_response_stream_decodes_and_reencodes() {
             match (i, f.kind()) {
                 (0, TwoPartKind::Control) => {
                     let hs: CallHomeHandshake = serde_json::from_slice(&f.header).unwrap();
+                    assert_eq!(CallHomeHandshake::from_json(&f.header).unwrap(), hs);
                     encode_handshake(&mut out, &hs).unwrap();
                 }
                 (1, TwoPartKind::Control) => {
                     let p: StreamPrologue = serde_json::from_slice(&f.header).unwrap();
+                    assert_eq!(StreamPrologue::from_json(&f.header).unwrap(), p);
                     encode_prologue(&mut out, &p).unwrap();
                 }
                 (_, TwoPartKind::Control) => encode_control(&mut out, ControlMessage::from_json(&f.header).unwrap()),
@@ -928,4 +930,51 @@ fn msgpack_len_measures_one_value() {
     b.extend_from_slice(&[0; 300]);
     assert_eq!(msgpack_len(&b), Some(b.len()));
     assert_eq!(msgpack_len(&[0xc1]), None);
+}
+
+/// The small JSON headers of the response stream (handshake, prologue, control words) read
+/// by their quick paths exactly as serde reads them, and reject what serde rejects.
+#[test]
+fn small_headers_read_as_serde_reads_them() {
+    fn same<T, E>(quick: Result<T, E>, serde: Result<T, serde_json::Error>, text: &[u8])
+    where
+        T: PartialEq + std::fmt::Debug,
+        E: std::fmt::Debug,
+    {
+        match (quick, serde) {
+            (Ok(a), Ok(b)) => assert_eq!(a, b, "{}", String::from_utf8_lossy(text)),
+            (Err(_), Err(_)) => {}
+            (a, b) => panic!("{}: quick {a:?}, serde {b:?}", String::from_utf8_lossy(text)),
+        }
+    }
+    let handshakes: [&[u8]; 9] = [
+        br#"{"subject":"e106ffe1-75e9-42c7-af1e-3888b0e2588c","stream_type":"response"}"#,
+        br#"{"subject":"s","stream_type":"request"}"#,
+        br#"{"subject":"","stream_type":"response"}"#,
+        br#"{"subject":"a\"b","stream_type":"response"}"#,
+        br#"{"subject":"a\u0041","stream_type":"response"}"#,
+        br#"{"subject":"a","stream_type":"sideways"}"#,
+        br#"{"subject":"a","stream_type":"response"} "#,
+        br#"{"stream_type":"response","subject":"a"}"#,
+        b"{\"subject\":\"\xff\",\"stream_type\":\"response\"}",
+    ];
+    for h in handshakes {
+        same(CallHomeHandshake::from_json(h), serde_json::from_slice::<CallHomeHandshake>(h), h);
+    }
+    for p in [&br#"{"error":null}"#[..], br#"{"error":"boom"}"#, br#"{}"#, br#"{"error":1}"#] {
+        same(StreamPrologue::from_json(p), serde_json::from_slice::<StreamPrologue>(p), p);
+    }
+    for w in [&b"\"sentinel\""[..], b"\"kill\"", b"\"stop\"", b" \"stop\"", b"\"halt\""] {
+        same(ControlMessage::from_json(w), serde_json::from_slice::<ControlMessage>(w), w);
+    }
+}
+
+proptest! {
+    #[test]
+    fn random_handshakes_read_as_serde_reads_them(subject in "\\PC{0,40}|[\\x00-\\x7f]{0,20}", request in any::<bool>()) {
+        let kind = if request { "request" } else { "response" };
+        let text = format!(r#"{{"subject":{},"stream_type":"{kind}"}}"#, serde_json::to_string(&subject).unwrap());
+        let serde: CallHomeHandshake = serde_json::from_str(&text).unwrap();
+        prop_assert_eq!(CallHomeHandshake::from_json(text.as_bytes()).unwrap(), serde);
+    }
 }

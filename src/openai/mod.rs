@@ -85,12 +85,12 @@ pub const DESERIALIZE_PREFIX: &str = "Failed to deserialize the JSON body into t
 pub const CONTENT_TYPE_MESSAGE: &str = "Expected request with Content-Type application/json";
 
 /// Parses and validates a `/v1/chat/completions` body with default options.
-pub fn parse_chat(body: &[u8]) -> Result<NvCreateChatCompletionRequest, Error> {
+pub fn parse_chat(body: &[u8]) -> Result<Box<NvCreateChatCompletionRequest>, Error> {
     NvCreateChatCompletionRequest::from_json(body, &ParseOptions::default())
 }
 
 /// Parses and validates a `/v1/chat/completions` body.
-pub fn parse_chat_with(body: &[u8], opts: &ParseOptions) -> Result<NvCreateChatCompletionRequest, Error> {
+pub fn parse_chat_with(body: &[u8], opts: &ParseOptions) -> Result<Box<NvCreateChatCompletionRequest>, Error> {
     NvCreateChatCompletionRequest::from_json(body, opts)
 }
 

@@ -428,7 +428,7 @@ async fn serve_callback(inner: Rc<Inner>, mut stream: TcpStream) {
     let started = Instant::now();
     let subject = loop {
         match TwoPartRef::parse(&buf, inner.max) {
-            Ok(Decoded::Frame((tp, _))) => match serde_json::from_slice::<CallHomeHandshake>(tp.header) {
+            Ok(Decoded::Frame((tp, _))) => match CallHomeHandshake::from_json(tp.header) {
                 Ok(hs) => break hs.subject,
                 Err(_) => return,
             },

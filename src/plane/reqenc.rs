@@ -13,7 +13,7 @@
 //! and serializing that again cost ~7 K instructions a request (a twentieth of a small
 //! request); the same bytes written directly cost a few hundred.
 
-use super::payload::{Codec, PreprocessedRequest};
+use super::payload::{Codec, OutputOptions, PreprocessedRequest, SamplingOptions, StopConditions};
 use super::PlaneError;
 
 /// The control message of a unary-in / streaming-out request, appended to `out` as
@@ -108,12 +108,15 @@ pub fn preprocessed_request(req: &PreprocessedRequest) -> Result<Vec<u8>, PlaneE
     str(&mut out, &req.model);
     key(&mut out, "token_ids");
     u32_array(&mut out, &req.token_ids);
-    key(&mut out, "stop_conditions");
-    rmp_serde::encode::write_named(&mut out, &req.stop_conditions).map_err(err)?;
-    key(&mut out, "sampling_options");
-    rmp_serde::encode::write_named(&mut out, &req.sampling_options).map_err(err)?;
-    key(&mut out, "output_options");
-    rmp_serde::encode::write_named(&mut out, &req.output_options).map_err(err)?;
+    LAST.with(|last| {
+        let mut last = last.borrow_mut();
+        key(&mut out, "stop_conditions");
+        remembered(&mut out, &mut last.stop, &req.stop_conditions, |a, b| a == b).map_err(err)?;
+        key(&mut out, "sampling_options");
+        remembered(&mut out, &mut last.sampling, &req.sampling_options, same_sampling).map_err(err)?;
+        key(&mut out, "output_options");
+        remembered(&mut out, &mut last.output, &req.output_options, |a, b| a == b).map_err(err)
+    })?;
     key(&mut out, "eos_token_ids");
     u32_array(&mut out, &req.eos_token_ids);
     key(&mut out, "mdc_sum");
@@ -133,6 +136,59 @@ pub fn preprocessed_request(req: &PreprocessedRequest) -> Result<Vec<u8>, PlaneE
     key(&mut out, "router_config_override");
     rmp_serde::encode::write_named(&mut out, &req.router_config_override).map_err(err)?;
     Ok(out)
+}
+
+thread_local! {
+    /// The last nested options encoded on this thread, with their bytes.
+    static LAST: std::cell::RefCell<Last> = std::cell::RefCell::default();
+}
+
+/// Requests from one client mostly repeat their options: the nested structs are encoded
+/// through `rmp_serde` (~3 K instructions for the three) only when they differ from the
+/// previous request's on this thread; otherwise its bytes are copied.
+#[derive(Default)]
+struct Last {
+    stop: Option<(StopConditions, Vec<u8>)>,
+    sampling: Option<(SamplingOptions, Vec<u8>)>,
+    output: Option<(OutputOptions, Vec<u8>)>,
+}
+
+/// `value` encoded into `out`: the bytes in `slot` when `same` holds for its value, else
+/// freshly (and kept in `slot`).
+fn remembered<T: serde::Serialize + Clone>(
+    out: &mut Vec<u8>,
+    slot: &mut Option<(T, Vec<u8>)>,
+    value: &T,
+    same: impl Fn(&T, &T) -> bool,
+) -> Result<(), rmp_serde::encode::Error> {
+    if let Some((last, bytes)) = slot {
+        if same(last, value) {
+            out.extend_from_slice(bytes);
+            return Ok(());
+        }
+    }
+    let start = out.len();
+    rmp_serde::encode::write_named(out, value)?;
+    *slot = Some((value.clone(), out[start..].to_vec()));
+    Ok(())
+}
+
+/// Equal options that also encode the same: floats equal bit for bit (`-0.0 == 0.0`, but
+/// the bytes differ), no JSON value (whose numbers compare the same way).
+fn same_sampling(a: &SamplingOptions, b: &SamplingOptions) -> bool {
+    let bits = |o: &SamplingOptions| {
+        [
+            o.presence_penalty,
+            o.frequency_penalty,
+            o.repetition_penalty,
+            o.temperature,
+            o.top_p,
+            o.min_p,
+            o.length_penalty,
+        ]
+        .map(|f| f.map(f32::to_bits))
+    };
+    a.guided_decoding.is_none() && a == b && bits(a) == bits(b)
 }
 
 /// A key (always shorter than 32 bytes: a fixstr).
@@ -258,6 +314,21 @@ mod tests {
         let nasty = "q\"\\\n\r\t\u{8}\u{c}\u{0}\u{1f}\u{7f}ü😀/";
         let (direct, derived) = control_both_ways(nasty, Codec::Json, nasty, nasty);
         assert_eq!(String::from_utf8(direct).unwrap(), String::from_utf8(derived).unwrap());
+    }
+
+    #[test]
+    fn repeated_options_reuse_their_bytes_only_when_they_encode_the_same() {
+        use crate::plane::payload::{OutputOptions, SamplingOptions};
+        let temps = [None, Some(0.0), Some(-0.0), Some(0.0), Some(0.5), Some(0.5), Some(f32::NAN), Some(f32::NAN)];
+        for (i, temperature) in temps.into_iter().enumerate() {
+            let guided = (i == 5).then(|| serde_json::json!({"x": -0.0}));
+            same(&PreprocessedRequest {
+                stop_conditions: StopConditions { max_tokens: Some(1 + (i as u32 % 2)), ..Default::default() },
+                sampling_options: SamplingOptions { temperature, guided_decoding: guided, ..Default::default() },
+                output_options: OutputOptions { logprobs: (i > 3).then_some(2), ..Default::default() },
+                ..Default::default()
+            });
+        }
     }
 
     proptest::proptest! {

@@ -120,14 +120,12 @@ impl ResponseStreamDecoder {
         let kind = frame.kind();
         match (self.state, kind) {
             (State::Handshake, TwoPartKind::Control) => {
-                let hs: CallHomeHandshake =
-                    serde_json::from_slice(&frame.header).map_err(|e| PlaneError::codec("call-home handshake", e))?;
+                let hs = CallHomeHandshake::from_json(&frame.header)?;
                 self.state = State::Prologue;
                 Ok(Decoded::Frame(StreamEvent::Handshake(hs)))
             }
             (State::Prologue, TwoPartKind::Control) => {
-                let p: StreamPrologue =
-                    serde_json::from_slice(&frame.header).map_err(|e| PlaneError::codec("stream prologue", e))?;
+                let p = StreamPrologue::from_json(&frame.header)?;
                 self.state = State::Items;
                 Ok(Decoded::Frame(StreamEvent::Prologue(p)))
             }

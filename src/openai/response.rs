@@ -81,19 +81,22 @@ fn tail(out: &mut Vec<u8>, meta: &Meta<'_>) {
 }
 
 fn usage_json(out: &mut Vec<u8>, u: &Usage, completions: bool) {
-    let _ = write!(
-        out,
-        "{{\"prompt_tokens\":{},\"completion_tokens\":{},\"total_tokens\":{}",
-        u.prompt_tokens,
-        u.completion_tokens,
-        u.prompt_tokens + u.completion_tokens
-    );
+    // Numbers through `itoa`: `write!` cost ~1.4 K instructions for these few.
+    let mut n = itoa::Buffer::new();
+    out.extend_from_slice(b"{\"prompt_tokens\":");
+    out.extend_from_slice(n.format(u.prompt_tokens).as_bytes());
+    out.extend_from_slice(b",\"completion_tokens\":");
+    out.extend_from_slice(n.format(u.completion_tokens).as_bytes());
+    out.extend_from_slice(b",\"total_tokens\":");
+    out.extend_from_slice(n.format(u.prompt_tokens + u.completion_tokens).as_bytes());
     if let Some(c) = u.cached_tokens {
-        if completions {
-            let _ = write!(out, ",\"prompt_tokens_details\":{{\"audio_tokens\":null,\"cached_tokens\":{c}}}");
+        out.extend_from_slice(if completions {
+            b",\"prompt_tokens_details\":{\"audio_tokens\":null,\"cached_tokens\":".as_slice()
         } else {
-            let _ = write!(out, ",\"prompt_tokens_details\":{{\"cached_tokens\":{c}}}");
-        }
+            b",\"prompt_tokens_details\":{\"cached_tokens\":".as_slice()
+        });
+        out.extend_from_slice(n.format(c).as_bytes());
+        out.push(b'}');
     }
     out.push(b'}');
 }

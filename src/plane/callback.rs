@@ -18,8 +18,9 @@
 //! The event queue is unbounded: a worker writes no faster than its engine produces, and a
 //! slow HTTP client is the HTTP layer's concern.
 
+use crate::util::FastMap;
 use std::cell::RefCell;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::future::poll_fn;
 use std::hash::{BuildHasher, Hasher};
 use std::io;
@@ -156,7 +157,7 @@ struct Inner {
     /// `addr` as text, formatted once (it goes into every request's control message).
     addr_text: String,
     max: usize,
-    subjects: RefCell<HashMap<String, Rc<StreamSlot>>>,
+    subjects: RefCell<FastMap<String, Rc<StreamSlot>>>,
 }
 
 impl Inner {
@@ -194,7 +195,7 @@ impl CallbackServer {
             addr,
             addr_text: addr.to_string(),
             max: max_message_size,
-            subjects: RefCell::new(HashMap::new()),
+            subjects: RefCell::new(FastMap::default()),
         });
         monoio::spawn(accept_loop(inner.clone(), listener));
         Ok(CallbackServer { inner })

@@ -18,8 +18,9 @@
 //! send with [`TransportError::ConnectionLost`]. Either way the connection leaves the table,
 //! so the next send dials again.
 
+use crate::util::FastMap;
 use std::cell::{Cell, RefCell};
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::fmt;
 use std::future::poll_fn;
 use std::net::SocketAddr;
@@ -177,7 +178,7 @@ struct Conn {
 
 struct Inner {
     cfg: ConnsConfig,
-    conns: RefCell<HashMap<SocketAddr, Rc<Conn>>>,
+    conns: RefCell<FastMap<SocketAddr, Rc<Conn>>>,
     dials: Cell<u64>,
 }
 
@@ -219,7 +220,7 @@ impl Default for WorkerConns {
 
 impl WorkerConns {
     pub fn new(cfg: ConnsConfig) -> Self {
-        WorkerConns { inner: Rc::new(Inner { cfg, conns: RefCell::new(HashMap::new()), dials: Cell::new(0) }) }
+        WorkerConns { inner: Rc::new(Inner { cfg, conns: RefCell::new(FastMap::default()), dials: Cell::new(0) }) }
     }
 
     /// Connections currently open or being dialed.

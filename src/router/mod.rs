@@ -21,8 +21,8 @@
 
 pub mod kv;
 
+use crate::util::FastMap;
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -66,10 +66,10 @@ pub struct Router {
     mode: Mode,
     counter: Cell<usize>,
     rng: Cell<u64>,
-    in_flight: Rc<RefCell<HashMap<u64, u32>>>,
+    in_flight: Rc<RefCell<FastMap<u64, u32>>>,
     cpu_ratio: f64,
     /// Inhibited workers and until when.
-    inhibited: RefCell<HashMap<u64, Instant>>,
+    inhibited: RefCell<FastMap<u64, Instant>>,
     inhibit_for: Duration,
 }
 
@@ -78,7 +78,7 @@ pub const DEFAULT_INHIBIT: Duration = Duration::from_secs(5);
 
 /// Counts a request against its worker until dropped.
 pub struct InFlight {
-    table: Rc<RefCell<HashMap<u64, u32>>>,
+    table: Rc<RefCell<FastMap<u64, u32>>>,
     id: u64,
 }
 
@@ -107,12 +107,12 @@ impl Router {
             .filter(|s| s.is_finite() && *s >= 0.0)
             .map_or(DEFAULT_INHIBIT, Duration::from_secs_f64);
         Router {
-            inhibited: RefCell::new(HashMap::new()),
+            inhibited: RefCell::new(FastMap::default()),
             inhibit_for,
             mode,
             counter: Cell::new(0),
             rng: Cell::new(seed | 1),
-            in_flight: Rc::new(RefCell::new(HashMap::new())),
+            in_flight: Rc::new(RefCell::new(FastMap::default())),
             cpu_ratio,
         }
     }

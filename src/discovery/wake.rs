@@ -2,7 +2,8 @@
 //!
 //! [`InotifyWake`] (what the control thread uses) wakes as soon as a record file in a bucket
 //! is created, written, moved or removed, and at least every [`INOTIFY_RESCAN`] (TTL expiry
-//! produces no event). It also keeps the names the kernel reported, so the store re-reads
+//! produces no event; the store then lists its buckets only when a listed record's TTL is
+//! due or [`super::file::FULL_SWEEP`] has passed). It also keeps the names the kernel reported, so the store re-reads
 //! only those files ([`Changed::Names`]) and takes every other record from its cache when the
 //! file's inode and size are unchanged. That matters with real Dynamo workers: each rewrites
 //! its event-channel records every ~3.3 s, which wakes the watch a few times a second; reading

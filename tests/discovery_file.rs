@@ -592,6 +592,34 @@ fn scan_changed_skips_rescans_where_only_mtimes_moved() {
     assert!(!snap.skipped.is_empty());
 }
 
+/// A record that just ages (its worker died: no write, no event) leaves a watched store when
+/// its TTL is due, not at the next periodic listing (`FULL_SWEEP`, 5 s).
+#[test]
+fn a_watched_store_drops_a_record_when_its_ttl_is_due_without_any_event() {
+    use switchyard::discovery::Source;
+    let s = Store::captured();
+    let ttl = Duration::from_secs(4);
+    let path = fs::read_dir(s.0.join("v1/instances")).unwrap().next().unwrap().unwrap().path();
+    // Due one second from now; every other record in four.
+    set_age(&path, ttl - Duration::from_secs(1));
+    let mut store = s.store().with_ttl(ttl).with_wake(InotifyWake::new(&s.0).with_rescan(Duration::from_millis(50)));
+    let started = std::time::Instant::now();
+    let first = Source::scan_changed(&mut store, SystemTime::now()).unwrap().expect("the first scan always builds");
+    assert_eq!(first.instances.len(), 4);
+    loop {
+        Source::wait(&mut store, Duration::from_millis(100));
+        if let Some(snap) = Source::scan_changed(&mut store, SystemTime::now()).unwrap() {
+            assert_eq!(snap.instances.len(), 3, "only the aged record is gone");
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "the aged record was still listed {:?} after the scan; its TTL was due after 1 s",
+            started.elapsed()
+        );
+    }
+}
+
 #[test]
 fn an_inotify_watched_store_rereads_only_the_files_events_name() {
     use switchyard::discovery::Source;

@@ -50,19 +50,8 @@ impl<'a> Meta<'a> {
     }
 }
 
-/// `s` as a JSON string. serde_json escapes only `"`, `\\` and control characters; a string
-/// without them (nearly every token's text, ids, model names) is copied as is, which is
-/// byte-identical and skips the escaper's per-call setup.
-pub(super) fn string(out: &mut Vec<u8>, s: &str) {
-    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
-        out.reserve(s.len() + 2);
-        out.push(b'"');
-        out.extend_from_slice(s.as_bytes());
-        out.push(b'"');
-    } else {
-        let _ = serde_json::to_writer(&mut *out, s);
-    }
-}
+/// `s` as a JSON string (the crate's one writer, byte-identical to serde_json).
+pub(super) use crate::util::json_string as string;
 
 /// `n` in decimal.
 fn uint(out: &mut Vec<u8>, n: u64) {
@@ -81,21 +70,20 @@ fn tail(out: &mut Vec<u8>, meta: &Meta<'_>) {
 }
 
 fn usage_json(out: &mut Vec<u8>, u: &Usage, completions: bool) {
-    // Numbers through `itoa`: `write!` cost ~1.4 K instructions for these few.
-    let mut n = itoa::Buffer::new();
+    // Numbers through `itoa` (`uint`): `write!` cost ~1.4 K instructions for these few.
     out.extend_from_slice(b"{\"prompt_tokens\":");
-    out.extend_from_slice(n.format(u.prompt_tokens).as_bytes());
+    uint(out, u64::from(u.prompt_tokens));
     out.extend_from_slice(b",\"completion_tokens\":");
-    out.extend_from_slice(n.format(u.completion_tokens).as_bytes());
+    uint(out, u64::from(u.completion_tokens));
     out.extend_from_slice(b",\"total_tokens\":");
-    out.extend_from_slice(n.format(u.prompt_tokens + u.completion_tokens).as_bytes());
+    uint(out, u64::from(u.prompt_tokens + u.completion_tokens));
     if let Some(c) = u.cached_tokens {
         out.extend_from_slice(if completions {
             b",\"prompt_tokens_details\":{\"audio_tokens\":null,\"cached_tokens\":".as_slice()
         } else {
             b",\"prompt_tokens_details\":{\"cached_tokens\":".as_slice()
         });
-        out.extend_from_slice(n.format(c).as_bytes());
+        uint(out, u64::from(c));
         out.push(b'}');
     }
     out.push(b'}');

@@ -291,9 +291,9 @@ pub fn encode_request_frame(
         if i > 0 {
             hjson.push(b',');
         }
-        super::reqenc::json_str(&mut hjson, k.as_bytes());
+        crate::util::json_string(&mut hjson, k);
         hjson.push(b':');
-        super::reqenc::json_str(&mut hjson, v.as_bytes());
+        crate::util::json_string(&mut hjson, v);
     }
     hjson.push(b'}');
     let path_len = u16::try_from(path.len()).map_err(|_| too_large("endpoint path", path.len() as u64, 0xffff))?;

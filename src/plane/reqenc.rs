@@ -15,6 +15,7 @@
 
 use super::payload::{Codec, OutputOptions, PreprocessedRequest, SamplingOptions, StopConditions};
 use super::PlaneError;
+use crate::util::{json_plain, json_string};
 
 /// The control message of a unary-in / streaming-out request, appended to `out` as
 /// `serde_json::to_vec(&RequestControlMessage::single_in_many_out(id, codec, &info))` writes
@@ -29,73 +30,32 @@ pub fn control_single_in_many_out(
 ) {
     out.reserve(260 + id.len() + address.len() + subject.len() + context.len());
     out.extend_from_slice(b"{\"id\":");
-    json_str(out, id.as_bytes());
+    json_string(out, id);
     out.extend_from_slice(b",\"request_type\":\"single_in\",\"response_type\":\"many_out\",\"payload_codec\":\"");
     out.extend_from_slice(codec.as_str().as_bytes());
     out.extend_from_slice(b"\",\"connection_info\":{\"transport\":\"tcp_server\",\"info\":");
-    let (address, subject, context) = (address.as_bytes(), subject.as_bytes(), context.as_bytes());
-    if plain(address) && plain(subject) && plain(context) {
+    if [address, subject, context].iter().all(|s| json_plain(s.as_bytes())) {
         // The usual case (an address and two UUIDs): the inner JSON's quotes, escaped once.
         out.extend_from_slice(br#""{\"address\":\""#);
-        out.extend_from_slice(address);
+        out.extend_from_slice(address.as_bytes());
         out.extend_from_slice(br#"\",\"subject\":\""#);
-        out.extend_from_slice(subject);
+        out.extend_from_slice(subject.as_bytes());
         out.extend_from_slice(br#"\",\"context\":\""#);
-        out.extend_from_slice(context);
+        out.extend_from_slice(context.as_bytes());
         out.extend_from_slice(br#"\",\"stream_type\":\"response\"}""#);
     } else {
         let mut info = Vec::with_capacity(80 + address.len() + subject.len() + context.len());
         info.extend_from_slice(b"{\"address\":");
-        json_str(&mut info, address);
+        json_string(&mut info, address);
         info.extend_from_slice(b",\"subject\":");
-        json_str(&mut info, subject);
+        json_string(&mut info, subject);
         info.extend_from_slice(b",\"context\":");
-        json_str(&mut info, context);
+        json_string(&mut info, context);
         info.extend_from_slice(b",\"stream_type\":\"response\"}");
-        json_str(out, &info);
+        // Built from UTF-8 pieces and ASCII: always UTF-8.
+        json_string(out, std::str::from_utf8(&info).unwrap_or_default());
     }
     out.extend_from_slice(b"}}");
-}
-
-/// Whether `bytes` goes into a JSON string as it is (no quote, backslash or control byte).
-/// Branch-free over the bytes, so it vectorizes.
-fn plain(bytes: &[u8]) -> bool {
-    !bytes.iter().fold(false, |hit, &b| hit | (b < 0x20) | (b == b'"') | (b == b'\\'))
-}
-
-/// `s` as a JSON string, escaped as serde_json escapes (short forms for `\b \t \n \f \r`,
-/// `\u00xx` for other control bytes, everything else as it is). `bytes` is UTF-8 text.
-pub(crate) fn json_str(out: &mut Vec<u8>, bytes: &[u8]) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    out.push(b'"');
-    if plain(bytes) {
-        out.extend_from_slice(bytes);
-        out.push(b'"');
-        return;
-    }
-    let mut from = 0;
-    for (i, &b) in bytes.iter().enumerate() {
-        let short: &[u8] = match b {
-            b'"' => b"\\\"",
-            b'\\' => b"\\\\",
-            b'\n' => b"\\n",
-            b'\r' => b"\\r",
-            b'\t' => b"\\t",
-            0x08 => b"\\b",
-            0x0c => b"\\f",
-            0..=0x1f => b"",
-            _ => continue,
-        };
-        out.extend_from_slice(&bytes[from..i]);
-        if short.is_empty() {
-            out.extend_from_slice(&[b'\\', b'u', b'0', b'0', HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]]);
-        } else {
-            out.extend_from_slice(short);
-        }
-        from = i + 1;
-    }
-    out.extend_from_slice(&bytes[from..]);
-    out.push(b'"');
 }
 
 /// `req` as `rmp_serde::to_vec_named(req)` encodes it.
@@ -332,13 +292,6 @@ mod tests {
     }
 
     proptest::proptest! {
-        #[test]
-        fn strings_are_escaped_as_serde_json_escapes(text in "\\PC{0,40}|[\\x00-\\x7f]{0,40}") {
-            let mut direct = Vec::new();
-            json_str(&mut direct, text.as_bytes());
-            proptest::prop_assert_eq!(direct, serde_json::to_vec(&text).unwrap());
-        }
-
         #[test]
         fn random_control_messages_are_the_derived_json(id in "\\PC{0,40}|[\\x00-\\x7f]{0,40}", address in ".{0,30}", subject in "\\PC{0,40}") {
             let (direct, derived) = control_both_ways(&id, Codec::Msgpack, &address, &subject);

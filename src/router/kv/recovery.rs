@@ -27,7 +27,8 @@ use super::events::RouterEvent;
 use super::index::Owner;
 use crate::plane::callback::new_subject;
 use crate::plane::frame::{encode_request_frame, Ack, AckDecoder};
-use crate::plane::payload::{Codec, RequestControlMessage, StreamType, TcpStreamInfo};
+use crate::plane::payload::Codec;
+use crate::plane::reqenc::control_single_in_many_out;
 use crate::plane::stream::{ResponseStreamDecoder, StreamEvent};
 use crate::plane::{Decoded, DEFAULT_MAX_MESSAGE_SIZE};
 
@@ -146,11 +147,8 @@ pub fn query(target: &Target, req: &QueryRequest, callback_host: &str, dl: Deadl
     let address = listener.local_addr().map_err(|e| e.to_string())?.to_string();
     let id = new_subject();
     let subject = new_subject();
-    let info =
-        TcpStreamInfo { address, subject: subject.clone(), context: id.clone(), stream_type: StreamType::Response };
-    let control = RequestControlMessage::single_in_many_out(&id, Codec::Msgpack, &info)
-        .and_then(|c| c.to_json())
-        .map_err(|e| e.to_string())?;
+    let mut control = Vec::new();
+    control_single_in_many_out(&mut control, &id, Codec::Msgpack, &address, &subject, &id);
     let body = rmp_serde::to_vec_named(req).map_err(|e| format!("encoding the query: {e}"))?;
     let headers = [("x-endpoint-path", target.path.as_str()), ("request-id", id.as_str())];
     let mut frame = Vec::with_capacity(512 + body.len());

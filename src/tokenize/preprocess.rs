@@ -17,7 +17,7 @@
 //! Completions: a string prompt is encoded with the tokenizer's own special tokens (a BOS
 //! where the model adds one); token-id prompts are taken as they are.
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::model::ModelFiles;
 use super::native::{Role, Turn};
@@ -68,8 +68,9 @@ pub fn chat_prompt(
 ) -> Result<String, Error> {
     let drop_tools = opts.exclude_tools_when_tool_choice_none
         && matches!(req.tool_choice, Some(ChatCompletionToolChoiceOption::None));
+    let args = TemplateArgs::of(req);
     if opts.native_templates {
-        if let Some(prompt) = native_prompt(req, model, drop_tools) {
+        if let Some(prompt) = native_prompt(req, model, drop_tools, &args) {
             return Ok(prompt);
         }
     }
@@ -80,14 +81,7 @@ pub fn chat_prompt(
         (Some(Value::Array(t)), false) if !t.is_empty() => Some(Value::Array(t)),
         _ => None,
     };
-    let mut extra = req.template_args();
     let last_is_assistant = messages.last().and_then(|m| m.get("role")).and_then(Value::as_str) == Some("assistant");
-    let add_generation_prompt = match extra.remove("add_generation_prompt") {
-        Some(Value::Bool(b)) => b,
-        _ => !last_is_assistant,
-    };
-    let continue_final_message = matches!(extra.remove("continue_final_message"), Some(Value::Bool(true)));
-    let documents = extra.remove("documents").filter(|d| !d.is_null());
     let template = model
         .template(tools.is_some())
         .ok_or_else(|| bad("this model has no chat template; use /v1/completions with a raw prompt"))?;
@@ -95,20 +89,48 @@ pub fn chat_prompt(
         .render(&RenderArgs {
             messages: &messages,
             tools: tools.as_ref(),
-            documents: documents.as_ref(),
-            add_generation_prompt,
-            continue_final_message,
+            documents: args.documents.as_ref(),
+            add_generation_prompt: args.add_generation_prompt.unwrap_or(!last_is_assistant),
+            continue_final_message: args.continue_final_message,
             special_tokens: &model.special_tokens,
-            extra: Some(&extra),
+            extra: Some(&args.extra),
             now,
         })
         .map_err(|e| bad(format!("chat template error: {e}")))
 }
 
+/// The request's template arguments, with the three the preprocessor itself reads taken out.
+struct TemplateArgs {
+    /// The rest, handed to the template.
+    extra: Map<String, Value>,
+    /// Set by the request; else on unless the conversation ends with an assistant message.
+    add_generation_prompt: Option<bool>,
+    continue_final_message: bool,
+    documents: Option<Value>,
+}
+
+impl TemplateArgs {
+    fn of(req: &NvCreateChatCompletionRequest) -> TemplateArgs {
+        let mut extra = req.template_args();
+        let add_generation_prompt = match extra.remove("add_generation_prompt") {
+            Some(Value::Bool(b)) => Some(b),
+            _ => None,
+        };
+        let continue_final_message = matches!(extra.remove("continue_final_message"), Some(Value::Bool(true)));
+        let documents = extra.remove("documents").filter(|d| !d.is_null());
+        TemplateArgs { extra, add_generation_prompt, continue_final_message, documents }
+    }
+}
+
 /// The prompt written by the model's native renderer, when it has one and the request is in
 /// the subset it covers (see [`super::native`]); `None` sends the request to the engine.
-fn native_prompt(req: &NvCreateChatCompletionRequest, model: &ModelFiles, drop_tools: bool) -> Option<String> {
-    if !drop_tools && req.tools.as_ref().is_some_and(|t| !t.is_empty()) {
+fn native_prompt(
+    req: &NvCreateChatCompletionRequest,
+    model: &ModelFiles,
+    drop_tools: bool,
+    args: &TemplateArgs,
+) -> Option<String> {
+    if args.continue_final_message || (!drop_tools && req.tools.as_ref().is_some_and(|t| !t.is_empty())) {
         return None;
     }
     let native = model.template(false)?.native()?;
@@ -128,17 +150,9 @@ fn native_prompt(req: &NvCreateChatCompletionRequest, model: &ModelFiles, drop_t
     if !req.messages.iter().all(|m| turn(m).is_some()) {
         return None;
     }
-    let mut extra = req.template_args();
     // The conversation ends with a user or system message: a generation prompt by default.
-    let add_generation_prompt = match extra.remove("add_generation_prompt") {
-        Some(Value::Bool(b)) => b,
-        _ => true,
-    };
-    if matches!(extra.remove("continue_final_message"), Some(Value::Bool(true))) {
-        return None;
-    }
-    extra.remove("documents");
-    native.render(req.messages.iter().filter_map(turn), add_generation_prompt, &extra)
+    let add_generation_prompt = args.add_generation_prompt.unwrap_or(true);
+    native.render(req.messages.iter().filter_map(turn), add_generation_prompt, &args.extra)
 }
 
 /// Encode a rendered chat prompt (the template already placed BOS where the model wants it).

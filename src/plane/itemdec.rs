@@ -21,7 +21,7 @@ use super::payload::{
 
 /// The envelope decoded from `b` (all of it), or `None`: not on the fast path.
 pub fn envelope(b: &[u8]) -> Option<ResponseEnvelope<Item>> {
-    if let Some(env) = plain_token_frame(b).or_else(|| token_frame(b)) {
+    if let Some(env) = token_frame(b) {
         return Some(env);
     }
     let mut r = Reader { b, p: 0 };
@@ -40,27 +40,12 @@ pub fn envelope(b: &[u8]) -> Option<ResponseEnvelope<Item>> {
 
 /// What a Tokens worker sends for almost every generated token (Dynamo's mocker and engines
 /// serialize the same struct the same way): an item whose output has token ids and nothing
-/// else, every other always-serialized field nil, and `complete_final: false`. The bytes
-/// around the id array never change, so such a frame is recognised by comparing them whole
-/// (two `memcmp`s) instead of walking ~14 keys (~1.7 K instructions a frame, ~100 K of a
-/// 64-token streamed request). Anything that differs by a byte takes the general path.
-const PLAIN_HEAD: &[u8] = b"\x82\xa4data\x81\xa4data\x89\xa9token_ids";
-const PLAIN_TAIL: &[u8] = b"\xa6tokens\xc0\xa4text\xc0\xaboutput_type\xa4text\xadcum_log_probs\xc0\xa9log_probs\xc0\
-\xactop_logprobs\xc0\xadfinish_reason\xc0\xa5index\xc0\xaecomplete_final\xc2";
-
-/// The frame decoded, when it is exactly [`PLAIN_HEAD`], an array of ids, [`PLAIN_TAIL`].
-fn plain_token_frame(b: &[u8]) -> Option<ResponseEnvelope<Item>> {
-    let ids = b.strip_prefix(PLAIN_HEAD)?.strip_suffix(PLAIN_TAIL)?;
-    let mut r = Reader { b: ids, p: 0 };
-    let mut out = Box::<LLMEngineOutput>::default();
-    r.u32s(&mut out.token_ids)?;
-    (r.p == ids.len()).then(|| ResponseEnvelope::item(Annotated::from_data(out)))
-}
-
-/// The first and last frames of a request (Dynamo's mocker and engines): a plain token frame
-/// whose `finish_reason` may be set and which may end with `completion_usage` (10 keys
-/// instead of 9). The fixed runs are compared whole; the ids, the reason and the usage are
-/// read. ~1.9 K instructions a frame by the general path; two of a small request's three.
+/// else, every other always-serialized field nil, and `complete_final: false`; its first and
+/// last frames may also set `finish_reason` and end with `completion_usage` (10 keys instead
+/// of 9). The runs between those values never change, so such a frame is recognised by
+/// comparing them whole and reading only the ids, the reason and the usage, instead of
+/// walking ~14 keys (~1.7–1.9 K instructions a frame, ~100 K of a 64-token streamed
+/// request). Anything that differs by a byte takes the general path.
 const TOKEN_HEAD: &[u8] = b"\x82\xa4data\x81\xa4data";
 const TOKEN_MID: &[u8] = b"\xa6tokens\xc0\xa4text\xc0\xaboutput_type\xa4text\xadcum_log_probs\xc0\xa9log_probs\xc0\
 \xactop_logprobs\xc0\xadfinish_reason";
@@ -516,6 +501,12 @@ mod tests {
         assert_eq!(envelope(&[0x80]), None);
     }
 
+    /// A plain token frame's bytes before and after its id array.
+    const PLAIN_HEAD: &[u8] = b"\x82\xa4data\x81\xa4data\x89\xa9token_ids";
+    const PLAIN_TAIL: &[u8] =
+        b"\xa6tokens\xc0\xa4text\xc0\xaboutput_type\xa4text\xadcum_log_probs\xc0\xa9log_probs\xc0\
+\xactop_logprobs\xc0\xadfinish_reason\xc0\xa5index\xc0\xaecomplete_final\xc2";
+
     #[test]
     fn a_plain_token_frame_is_what_serde_writes_for_a_token_only_item() {
         for ids in [vec![], vec![0], vec![127, 128, 255, 256, 65_535, 65_536, u32::MAX], (0..300).collect()] {
@@ -524,7 +515,7 @@ mod tests {
                 ..Default::default()
             })));
             let b = Codec::Msgpack.encode(&env).unwrap();
-            assert_eq!(plain_token_frame(&b).as_ref(), Some(&env), "{b:x?}");
+            assert_eq!(token_frame(&b).as_ref(), Some(&env), "{b:x?}");
             assert_eq!(serde_path(&b).as_ref(), Some(&env));
         }
         // The captured mocker stream's second frame is one.
@@ -532,7 +523,7 @@ mod tests {
         let at = captured.windows(PLAIN_HEAD.len()).position(|w| w == PLAIN_HEAD).expect("a plain frame");
         let end =
             at + captured[at..].windows(PLAIN_TAIL.len()).position(|w| w == PLAIN_TAIL).unwrap() + PLAIN_TAIL.len();
-        let env = plain_token_frame(&captured[at..end]).expect("the captured frame");
+        let env = token_frame(&captured[at..end]).expect("the captured frame");
         assert_eq!(Some(env), serde_path(&captured[at..end]));
         // One byte off anywhere around the ids: not this path (and the general one agrees
         // with serde, whatever it answers).
@@ -545,7 +536,7 @@ mod tests {
         for i in 0..b.len() {
             let mut c = b.clone();
             c[i] ^= 0x01;
-            if plain_token_frame(&c).is_some() {
+            if token_frame(&c).is_some() {
                 assert!(i >= PLAIN_HEAD.len() && i < b.len() - PLAIN_TAIL.len(), "byte {i} changed");
             }
             if let Some(fast) = envelope(&c) {
@@ -636,7 +627,7 @@ mod tests {
                 ..Default::default()
             })));
             let b = Codec::Msgpack.encode(&env).unwrap();
-            proptest::prop_assert_eq!(plain_token_frame(&b), Some(env.clone()));
+            proptest::prop_assert_eq!(token_frame(&b), Some(env.clone()));
             proptest::prop_assert_eq!(serde_path(&b), Some(env));
         }
 

@@ -5,9 +5,10 @@
 //! records whose mtime is older than the TTL (the store's only liveness signal), then hands
 //! the rest to [`snapshot::build`](super::snapshot::build) like every backend. Between scans
 //! the store waits on a [`WakeSource`] (see [`super::wake`]). When the wake source reports
-//! which files changed, a scan still lists every bucket and stats every file (for the TTL),
-//! but reads only the reported files and the ones whose inode or size moved; the others come
-//! from the previous scan.
+//! which files changed, a scan reads only those; it lists the buckets (and stats every file
+//! for the TTL) only when a named file is new or different, when the first listed record's
+//! TTL is due, or every [`FULL_SWEEP`] — and then reads only the files whose inode or size
+//! moved, taking the others from the previous scan.
 //!
 //! Blocking I/O throughout: this runs on the control thread, never on a shard.
 

@@ -244,10 +244,9 @@ pub(crate) fn stop_token_ids(stop: Option<&Stop>, extra: Option<&Value>) -> Opti
 /// (exact serde error, or the request plus its unsupported field names).
 fn decode(body: &[u8]) -> Result<(Box<NvCreateChatCompletionRequest>, Vec<String>), Error> {
     if starts_with_object(body) {
-        // Text checked once here lets the parser skip checking each string on its own; a
-        // body that is not UTF-8 fails below with the parser's own error.
-        // Its errors are discarded (the parse below reports them), so plain messages may
-        // take the quick path.
+        // This attempt's errors are discarded (the parse below reports them), so plain
+        // messages may take the quick path. Text checked once here lets the parser skip
+        // checking each string; a body that is not UTF-8 fails below with the parser's error.
         let flat = with_quick_messages(|| match std::str::from_utf8(body) {
             Ok(text) => serde_json::from_str::<Box<NvCreateChatCompletionRequest>>(text),
             Err(_) => serde_json::from_slice::<Box<NvCreateChatCompletionRequest>>(body),

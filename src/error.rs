@@ -52,6 +52,20 @@ pub enum Kind {
     UnsupportedMediaType,
     /// An `Expect` value other than `100-continue` (417).
     ExpectationFailed,
+    /// A worker says the caller is not authenticated (401).
+    Unauthorized,
+    /// A worker says the caller may not do this (403).
+    Forbidden,
+    /// A worker says the request conflicts with its state (409).
+    Conflict,
+    /// A worker's rate limit (429).
+    TooManyRequests,
+    /// A worker cancelled the request (499, nginx's "client closed request", as Dynamo).
+    ClientClosed,
+    /// A worker broke the protocol (502).
+    BadGateway,
+    /// A worker's deadline passed (504).
+    GatewayTimeout,
     /// Too many header fields or too many header bytes (431).
     HeadersTooLarge,
     /// A feature of the protocol that is not implemented, such as a transfer coding (501).
@@ -77,6 +91,13 @@ impl Kind {
             Kind::PayloadTooLarge => 413,
             Kind::UnsupportedMediaType => 415,
             Kind::ExpectationFailed => 417,
+            Kind::Unauthorized => 401,
+            Kind::Forbidden => 403,
+            Kind::Conflict => 409,
+            Kind::TooManyRequests => 429,
+            Kind::ClientClosed => 499,
+            Kind::BadGateway => 502,
+            Kind::GatewayTimeout => 504,
             Kind::HeadersTooLarge => 431,
             Kind::NotImplemented => 501,
             Kind::VersionNotSupported => 505,
@@ -89,20 +110,28 @@ impl Kind {
     /// The gRPC status code of this kind (the `grpc-status` trailer; codes of
     /// `google.rpc.Code`).
     pub const fn grpc_code(self) -> u8 {
+        const CANCELLED: u8 = 1;
         const INVALID_ARGUMENT: u8 = 3;
         const DEADLINE_EXCEEDED: u8 = 4;
         const NOT_FOUND: u8 = 5;
+        const PERMISSION_DENIED: u8 = 7;
         const RESOURCE_EXHAUSTED: u8 = 8;
+        const ABORTED: u8 = 10;
         const UNIMPLEMENTED: u8 = 12;
         const INTERNAL: u8 = 13;
         const UNAVAILABLE: u8 = 14;
+        const UNAUTHENTICATED: u8 = 16;
         match self {
             Kind::BadRequest | Kind::UnsupportedMediaType | Kind::ExpectationFailed => INVALID_ARGUMENT,
             Kind::NotFound => NOT_FOUND,
             Kind::MethodNotAllowed | Kind::NotImplemented | Kind::VersionNotSupported => UNIMPLEMENTED,
-            Kind::RequestTimeout => DEADLINE_EXCEEDED,
-            Kind::PayloadTooLarge | Kind::HeadersTooLarge => RESOURCE_EXHAUSTED,
-            Kind::ServiceUnavailable | Kind::Overloaded => UNAVAILABLE,
+            Kind::RequestTimeout | Kind::GatewayTimeout => DEADLINE_EXCEEDED,
+            Kind::PayloadTooLarge | Kind::HeadersTooLarge | Kind::TooManyRequests => RESOURCE_EXHAUSTED,
+            Kind::ServiceUnavailable | Kind::Overloaded | Kind::BadGateway => UNAVAILABLE,
+            Kind::Unauthorized => UNAUTHENTICATED,
+            Kind::Forbidden => PERMISSION_DENIED,
+            Kind::Conflict => ABORTED,
+            Kind::ClientClosed => CANCELLED,
             Kind::Internal => INTERNAL,
         }
     }
@@ -117,6 +146,13 @@ impl Kind {
             Kind::PayloadTooLarge => "Payload Too Large",
             Kind::UnsupportedMediaType => "Unsupported Media Type",
             Kind::ExpectationFailed => "Expectation Failed",
+            Kind::Unauthorized => "Unauthorized",
+            Kind::Forbidden => "Forbidden",
+            Kind::Conflict => "Conflict",
+            Kind::TooManyRequests => "Too Many Requests",
+            Kind::ClientClosed => "Client Closed Request",
+            Kind::BadGateway => "Bad Gateway",
+            Kind::GatewayTimeout => "Gateway Timeout",
             Kind::HeadersTooLarge => "Request Header Fields Too Large",
             Kind::NotImplemented => "Not Implemented",
             Kind::VersionNotSupported => "HTTP Version Not Supported",
@@ -134,21 +170,44 @@ impl Kind {
             | Kind::UnsupportedMediaType
             | Kind::ExpectationFailed
             | Kind::HeadersTooLarge
-            | Kind::VersionNotSupported => "invalid_request_error",
+            | Kind::VersionNotSupported
+            | Kind::Conflict => "invalid_request_error",
             Kind::NotFound => "not_found_error",
             Kind::MethodNotAllowed => "method_not_allowed",
-            Kind::RequestTimeout => "timeout_error",
+            Kind::RequestTimeout | Kind::GatewayTimeout => "timeout_error",
             Kind::NotImplemented => "not_implemented",
             Kind::ServiceUnavailable => "service_unavailable",
             Kind::Overloaded => "overloaded",
-            Kind::Internal => "internal_server_error",
+            Kind::Unauthorized => "authentication_error",
+            Kind::Forbidden => "permission_error",
+            Kind::TooManyRequests => "rate_limit_error",
+            Kind::ClientClosed => "request_cancelled",
+            Kind::BadGateway | Kind::Internal => "internal_server_error",
+        }
+    }
+
+    /// The `type` of an OpenAI error event inside a stream that already started, as Dynamo
+    /// 1.6.1 writes it (it differs from [`Kind::openai_type`] for 501 and 529).
+    pub const fn openai_stream_type(self) -> &'static str {
+        match self {
+            Kind::NotImplemented => "not_implemented_error",
+            Kind::Overloaded => "service_unavailable",
+            k => k.openai_type(),
         }
     }
 
     /// Who is at fault for this kind, unless the constructor says otherwise.
     pub const fn default_side(self) -> Side {
         match self {
-            Kind::ServiceUnavailable | Kind::Overloaded => Side::Worker,
+            Kind::ServiceUnavailable
+            | Kind::Overloaded
+            | Kind::Unauthorized
+            | Kind::Forbidden
+            | Kind::Conflict
+            | Kind::TooManyRequests
+            | Kind::ClientClosed
+            | Kind::BadGateway
+            | Kind::GatewayTimeout => Side::Worker,
             Kind::Internal => Side::Internal,
             _ => Side::Client,
         }
@@ -174,6 +233,12 @@ impl Error {
             message: message.into(),
             cause: None,
         }
+    }
+
+    /// Something went wrong on our side (or a worker broke the protocol in a way no client
+    /// can act on): 500 `Internal server error`, with `cause` kept for the log only.
+    pub fn internal(cause: impl Into<String>) -> Self {
+        Error::new(Kind::Internal, "Internal server error").with_cause(std::io::Error::other(cause.into()))
     }
 
     /// Attach the underlying cause (logged, never sent to the client).

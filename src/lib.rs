@@ -34,6 +34,7 @@ pub mod embedded;
 pub mod error;
 pub mod h2;
 pub mod http1;
+pub mod infer;
 pub mod kserve;
 pub mod log;
 pub mod metrics;

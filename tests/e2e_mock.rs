@@ -250,6 +250,7 @@ fn limits_stops_completions_and_errors() {
 /// must give exactly the ids an inline encode gives.
 #[test]
 fn long_prompts_are_tokenized_on_the_helper_exactly() {
+    use switchyard::openai::to_infer::chat_input_of;
     use switchyard::tokenize::offload::INLINE_MAX_BYTES;
     use switchyard::tokenize::preprocess::{chat_prompt, encode_prompt, PreprocessOptions};
     let s = setup("long");
@@ -264,7 +265,8 @@ fn long_prompts_are_tokenized_on_the_helper_exactly() {
     let files = ModelFiles::load(common::qwen3_dir()).unwrap();
     let text = body.to_string();
     let req = switchyard::openai::parse_chat(text.as_bytes()).unwrap();
-    let prompt = chat_prompt(&req, text.as_bytes(), &files, PreprocessOptions::default(), None).unwrap();
+    let prompt =
+        chat_prompt(&chat_input_of(&req, text.as_bytes()), &files, PreprocessOptions::default(), None).unwrap();
     let want = encode_prompt(&files.tokenizer().unwrap(), &prompt).unwrap().len();
     assert!(prompt.len() > INLINE_MAX_BYTES);
     let r = post(&s, "/v1/chat/completions", &body);

@@ -8,6 +8,7 @@
 use proptest::prelude::*;
 use serde_json::{json, Value};
 use switchyard::openai::parse_chat;
+use switchyard::openai::to_infer::chat_input_of;
 use switchyard::tokenize::native::{Native, Role, Turn};
 use switchyard::tokenize::preprocess::{chat_prompt, PreprocessOptions};
 use switchyard::tokenize::ModelFiles;
@@ -37,7 +38,8 @@ const ENGINE: PreprocessOptions =
 /// The prompt (or the error text) with and without the native renderer.
 fn both(model: &ModelFiles, body: &str) -> Option<(Result<String, String>, Result<String, String>)> {
     let req = parse_chat(body.as_bytes()).ok()?;
-    let render = |opts| chat_prompt(&req, body.as_bytes(), model, opts, Some(0)).map_err(|e| e.to_string());
+    let render =
+        |opts| chat_prompt(&chat_input_of(&req, body.as_bytes()), model, opts, Some(0)).map_err(|e| e.to_string());
     Some((render(PreprocessOptions::default()), render(ENGINE)))
 }
 

@@ -3,6 +3,7 @@
 
 use serde_json::{json, Value};
 use switchyard::openai::parse_chat;
+use switchyard::openai::to_infer::chat_input_of;
 use switchyard::tokenize::preprocess::{chat_prompt, encode_prompt, PreprocessOptions};
 use switchyard::tokenize::ModelFiles;
 
@@ -50,8 +51,13 @@ fn requests_render_like_transformers() {
         }
         let body = body.to_string();
         let req = parse_chat(body.as_bytes()).unwrap_or_else(|e| panic!("{id}: {e}"));
-        let prompt =
-            chat_prompt(&req, body.as_bytes(), &model, PreprocessOptions::default(), Some(1_721_952_000)).unwrap();
+        let prompt = chat_prompt(
+            &chat_input_of(&req, body.as_bytes()),
+            &model,
+            PreprocessOptions::default(),
+            Some(1_721_952_000),
+        )
+        .unwrap();
         let (want_prompt, want_ids) = expected(id);
         assert_eq!(prompt, want_prompt, "{id}");
         assert_eq!(encode_prompt(&tok, &prompt).unwrap(), want_ids, "{id}");
@@ -69,17 +75,22 @@ fn tool_choice_none_leaves_tools_out_and_kwargs_reach_the_template() {
     none["tool_choice"] = json!("none");
     let none_body = none.to_string();
     let none = parse_chat(none_body.as_bytes()).unwrap();
-    let p_with = chat_prompt(&with, with_body.as_bytes(), &model, PreprocessOptions::default(), None).unwrap();
-    let p_none = chat_prompt(&none, none_body.as_bytes(), &model, PreprocessOptions::default(), None).unwrap();
+    let p_with =
+        chat_prompt(&chat_input_of(&with, with_body.as_bytes()), &model, PreprocessOptions::default(), None).unwrap();
+    let p_none =
+        chat_prompt(&chat_input_of(&none, none_body.as_bytes()), &model, PreprocessOptions::default(), None).unwrap();
     assert!(p_with.contains("get_weather") && !p_none.contains("get_weather"));
     let keep = PreprocessOptions { exclude_tools_when_tool_choice_none: false, ..PreprocessOptions::default() };
-    assert!(chat_prompt(&none, none_body.as_bytes(), &model, keep, None).unwrap().contains("get_weather"));
+    assert!(chat_prompt(&chat_input_of(&none, none_body.as_bytes()), &model, keep, None)
+        .unwrap()
+        .contains("get_weather"));
 
     let mut thinking = json!({"model": "q", "messages": [{"role": "user", "content": "hi"}]});
     thinking["chat_template_kwargs"] = json!({"enable_thinking": false});
     let body = thinking.to_string();
     let req = parse_chat(body.as_bytes()).unwrap();
-    let prompt = chat_prompt(&req, body.as_bytes(), &model, PreprocessOptions::default(), None).unwrap();
+    let prompt =
+        chat_prompt(&chat_input_of(&req, body.as_bytes()), &model, PreprocessOptions::default(), None).unwrap();
     assert!(prompt.ends_with("<think>\n\n</think>\n\n"), "{prompt:?}");
 }
 
@@ -132,7 +143,7 @@ fn a_template_that_raises_is_a_400_for_that_request() {
     let model = ModelFiles::load(&dir).unwrap();
     let body = br#"{"model":"q","messages":[{"role":"user","content":"hi"}]}"#;
     let req = parse_chat(body).unwrap();
-    let e = chat_prompt(&req, body, &model, PreprocessOptions::default(), None).unwrap_err();
+    let e = chat_prompt(&chat_input_of(&req, body), &model, PreprocessOptions::default(), None).unwrap_err();
     assert_eq!(e.status(), 400);
     assert!(e.message().contains("System message required"), "{}", e.message());
     let _ = std::fs::remove_dir_all(dir);

@@ -1,6 +1,6 @@
-//! Inference on completions-backed models: a `ModelInferRequest` becomes the body of an
-//! OpenAI completions request, runs through the same pipeline as `/v1/completions`, and its
-//! answer comes back as `ModelInferResponse`s.
+//! Inference on completions-backed models: a `ModelInferRequest` becomes the completions
+//! request Dynamo's KServe frontend builds, the driver runs it, and its events come back as
+//! `ModelInferResponse`s.
 //!
 //! Inputs (Dynamo's KServe frontend): `text_input` (BYTES, shape `[1]` or `[1, 1]`) is the
 //! prompt; `streaming` (or `stream`; BOOL, shape `[1]`) asks for one response per generated
@@ -13,11 +13,11 @@
 //!
 //! Outputs: `text_output` and `finish_reason`, BYTES of shape `[1]`, typed when the request
 //! was typed and in `raw_output_contents` when it was raw (as Triton answers; tritonclient
-//! sends BYTES raw, and its reader of typed BYTES fails under NumPy 2). Going through the
-//! completions pipeline means the answer is rendered as OpenAI JSON (or SSE events) and read
-//! back here: one code path for prompts, routing, retries, stop handling and metrics.
+//! sends BYTES raw, and its reader of typed BYTES fails under NumPy 2). The completions request
+//! goes to the inference core like any other ([`crate::infer`]); its events become the
+//! responses here, and its errors keep their kind up to the gRPC status.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::rc::Rc;
 
 use bytes::Bytes;
@@ -27,9 +27,11 @@ use super::pb::infer_parameter::ParameterChoice;
 use super::pb::model_infer_response::InferOutputTensor;
 use super::pb::{InferParameter, InferTensorContents, ModelInferRequest, ModelInferResponse};
 use crate::error::{Error, Kind};
-use crate::http1::{Request, Response};
-use crate::service::pipeline::{self, Api};
-use crate::shard::{local, ShardCtx};
+use crate::infer::{Event, Generation};
+use crate::metrics::Endpoint;
+use crate::openai::answer::finish_reason;
+use crate::openai::to_infer;
+use crate::shard::ShardCtx;
 
 /// Forwarded request parameters and the JSON type each must have.
 pub const PARAMS: &[(&str, ParamType)] = &[
@@ -73,7 +75,7 @@ pub struct TextRequest {
     /// The inputs came as `raw_input_contents`: answer with `raw_output_contents`.
     pub raw: bool,
     /// The completions request body.
-    pub body: Vec<u8>,
+    pub body: Bytes,
 }
 
 fn invalid(msg: impl Into<String>) -> Error {
@@ -198,7 +200,7 @@ pub fn parse(req: &ModelInferRequest) -> Result<TextRequest, Error> {
         stream,
         empty_final,
         raw,
-        body: serde_json::to_vec(&Value::Object(body)).unwrap_or_default(),
+        body: Bytes::from(serde_json::to_vec(&Value::Object(body)).unwrap_or_default()),
     })
 }
 
@@ -245,86 +247,85 @@ pub struct Piece {
     pub finish: String,
 }
 
-/// What the completions pipeline answered.
-pub enum Answer {
-    Whole(Piece),
-    Stream(Pieces),
+/// Start a request on the driver: its body is the completions request Dynamo's KServe
+/// frontend builds, validated as `/v1/completions` validates it (a refusal is counted as
+/// that endpoint counts it).
+pub async fn start(ctx: &Rc<ShardCtx>, r: &TextRequest) -> Result<Pieces, Error> {
+    let parsed = crate::openai::parse_completion(&r.body).and_then(|c| to_infer::completion(c, &r.body));
+    let mut req = match parsed {
+        Ok((req, _)) => req,
+        Err(e) => {
+            crate::infer::rejected(ctx, Endpoint::Completions, Some(&r.model), r.stream, &e);
+            return Err(e);
+        }
+    };
+    // One `text_output` per response: one choice.
+    req.choices = 1;
+    Ok(Pieces { gen: crate::infer::run(ctx, req).await?, done: false })
 }
 
-/// Run a request through the completions pipeline.
-pub async fn run(ctx: &Rc<ShardCtx>, r: &TextRequest) -> Result<Answer, Error> {
-    let path = &ctx.shared.config.paths.completions;
-    let headers: [(&str, &[u8]); 1] = [("content-type", b"application/json")];
-    let req = Request::synthetic("POST", path, headers, Bytes::from(r.body.clone()), &ctx.conn.limits)?;
-    let mut resp: Response = pipeline::run(ctx, Api::Completions, &req).await?;
-    if let Some(rx) = resp.take_stream() {
-        return Ok(Answer::Stream(Pieces { rx, ready: VecDeque::new(), done: false }));
+/// The pieces of an answer, read from the driver's events: each text delta, then the finish
+/// (an empty text with the reason).
+pub struct Pieces {
+    gen: Generation,
+    done: bool,
+}
+
+impl Pieces {
+    /// The next piece; `None` when the answer is complete. An error is the last item.
+    pub async fn next(&mut self) -> Option<Result<Piece, Error>> {
+        while !self.done {
+            match self.gen.next().await {
+                Some(Event::Delta(d)) => return Some(Ok(Piece { text: d.text, finish: String::new() })),
+                Some(Event::Finish { reason, .. }) => {
+                    return Some(Ok(Piece { text: String::new(), finish: finish_reason(reason).to_string() }))
+                }
+                Some(Event::Chunk(v)) => {
+                    if let Some(p) = piece(&v) {
+                        return Some(Ok(p));
+                    }
+                }
+                Some(Event::Annotation { .. }) => {}
+                Some(Event::Done(_)) | None => self.done = true,
+                Some(Event::Error(e)) => {
+                    self.done = true;
+                    return Some(Err(e));
+                }
+                Some(Event::Tensor(_)) => {
+                    self.done = true;
+                    return Some(Err(Error::internal("a tensor response for a text request")));
+                }
+            }
+        }
+        None
     }
-    let v: Value = serde_json::from_slice(resp.body.as_slice()).map_err(|_| internal("unreadable completion"))?;
-    if resp.status != 200 {
-        let msg = v["message"].as_str().unwrap_or("the worker failed").to_string();
-        return Err(Error::new(Kind::Internal, msg));
+
+    /// The client went away: counted; dropping the pieces next cancels the request.
+    pub fn client_gone(&self) {
+        self.gen.client_gone();
     }
-    Ok(Answer::Whole(piece(&v).unwrap_or_default()))
+
+    /// The whole answer: every piece's text, and the finish reason.
+    pub async fn whole(mut self) -> Result<Piece, Error> {
+        let mut all = Piece::default();
+        while let Some(p) = self.next().await {
+            let p = p?;
+            all.text.push_str(&p.text);
+            if !p.finish.is_empty() {
+                all.finish = p.finish;
+            }
+        }
+        Ok(all)
+    }
 }
 
-fn internal(what: &str) -> Error {
-    Error::new(Kind::Internal, format!("Failed to fold completions stream: {what}"))
-}
-
-/// The first choice of a completion (or completion chunk) body.
+/// The first choice of a completion chunk a `model_input = Text` worker sent.
 fn piece(v: &Value) -> Option<Piece> {
     let choice = v["choices"].get(0)?;
     Some(Piece {
         text: choice["text"].as_str().unwrap_or("").to_string(),
         finish: choice["finish_reason"].as_str().unwrap_or("").to_string(),
     })
-}
-
-/// The pieces of a streamed answer, read from the pipeline's SSE events.
-pub struct Pieces {
-    rx: local::Receiver<Bytes>,
-    ready: VecDeque<Result<Piece, Error>>,
-    done: bool,
-}
-
-impl Pieces {
-    /// The next piece; `None` when the answer is complete.
-    pub async fn next(&mut self) -> Option<Result<Piece, Error>> {
-        loop {
-            if let Some(p) = self.ready.pop_front() {
-                return Some(p);
-            }
-            if self.done {
-                return None;
-            }
-            match self.rx.recv().await {
-                None => self.done = true,
-                Some(chunk) => self.parse(&chunk),
-            }
-        }
-    }
-
-    fn parse(&mut self, chunk: &[u8]) {
-        for line in chunk.split(|&b| b == b'\n') {
-            let Some(data) = line.strip_prefix(b"data: ") else { continue };
-            if data == b"[DONE]" {
-                self.done = true;
-                continue;
-            }
-            let Ok(v) = serde_json::from_slice::<Value>(data) else {
-                self.ready.push_back(Err(internal("unreadable stream event")));
-                continue;
-            };
-            if let Some(err) = v.get("error") {
-                let kind = if err["code"] == 503 { Kind::ServiceUnavailable } else { Kind::Internal };
-                self.ready
-                    .push_back(Err(Error::new(kind, err["message"].as_str().unwrap_or("worker failed").to_string())));
-            } else if let Some(p) = piece(&v) {
-                self.ready.push_back(Ok(p));
-            }
-        }
-    }
 }
 
 /// A BYTES output tensor of one element (its data typed, or left to `raw_output_contents`).

@@ -5,8 +5,8 @@
 //! * [`grpc`]: message framing, status trailers, unary and streaming replies;
 //! * [`meta`]: ServerLive/Ready, ModelReady, ServerMetadata, ModelMetadata, ModelConfig,
 //!   RepositoryIndex, from the shard's Registry snapshot;
-//! * [`infer`]: ModelInfer on completions-backed models, through the same pipeline as
-//!   `/v1/completions`;
+//! * [`infer`]: ModelInfer on completions-backed models, through the inference core as
+//!   `/v1/completions` requests;
 //! * [`tensor`], [`tensor_in`], [`tensor_meta`]: tensor models (`model_input = Tensor`):
 //!   requests sent to the worker as tensors, its tensors answered, metadata from the card's
 //!   `tensor_model_config`;
@@ -148,8 +148,6 @@ async fn model_infer(ctx: &Rc<ShardCtx>, req: pb::ModelInferRequest) -> Result<p
     if r.stream {
         return Err(Error::new(Kind::BadRequest, "Streaming is not supported for this endpoint"));
     }
-    match infer::run(ctx, &r).await? {
-        infer::Answer::Whole(piece) => Ok(infer::response(&r, Some(&piece), None)),
-        infer::Answer::Stream(_) => Err(Error::new(Kind::Internal, "the pipeline streamed a whole answer")),
-    }
+    let piece = infer::start(ctx, &r).await?.whole().await?;
+    Ok(infer::response(&r, Some(&piece), None))
 }

@@ -32,7 +32,7 @@ use h2::server::SendResponse;
 use h2::RecvStream;
 
 use super::grpc::{self, decode, Decoder, Replies};
-use super::infer::{self, Answer, TextRequest};
+use super::infer::{self, TextRequest};
 use super::pb::{ModelInferRequest, ModelStreamInferResponse};
 use super::Call;
 use crate::error::{Error, Kind};
@@ -173,37 +173,47 @@ async fn one(ctx: Rc<ShardCtx>, msg: Bytes, tx: local::Sender<ModelStreamInferRe
             return;
         }
     };
-    match infer::run(&ctx, &r).await {
+    let pieces = match infer::start(&ctx, &r).await {
+        Ok(p) => p,
         Err(e) => {
             let _ = tx.send(error_reply(&e));
+            return;
         }
-        Ok(Answer::Whole(piece)) => {
-            let _ = tx.send(reply(&r, Some(&piece), !r.empty_final));
-            if r.empty_final {
-                let _ = tx.send(reply(&r, None, true));
-            }
-        }
-        Ok(Answer::Stream(mut pieces)) => {
-            let mut finished = false;
-            while let Some(next) = pieces.next().await {
-                let msg = match next {
-                    Ok(piece) => {
-                        finished = !piece.finish.is_empty();
-                        reply(&r, Some(&piece), finished && !r.empty_final)
-                    }
-                    Err(e) => {
-                        finished = true;
-                        error_reply(&e)
-                    }
-                };
-                if tx.send(msg).is_err() {
-                    return;
+    };
+    if !r.stream {
+        match pieces.whole().await {
+            Ok(piece) => {
+                let _ = tx.send(reply(&r, Some(&piece), !r.empty_final));
+                if r.empty_final {
+                    let _ = tx.send(reply(&r, None, true));
                 }
             }
-            if !finished || r.empty_final {
-                let _ = tx.send(reply(&r, None, true));
+            Err(e) => {
+                let _ = tx.send(error_reply(&e));
             }
         }
+        return;
+    }
+    let mut pieces = pieces;
+    let mut finished = false;
+    while let Some(next) = pieces.next().await {
+        let msg = match next {
+            Ok(piece) => {
+                finished = !piece.finish.is_empty();
+                reply(&r, Some(&piece), finished && !r.empty_final)
+            }
+            Err(e) => {
+                finished = true;
+                error_reply(&e)
+            }
+        };
+        if tx.send(msg).is_err() {
+            pieces.client_gone();
+            return;
+        }
+    }
+    if !finished || r.empty_final {
+        let _ = tx.send(reply(&r, None, true));
     }
 }
 

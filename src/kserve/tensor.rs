@@ -15,8 +15,9 @@
 //! * A worker's error item becomes a status by its class (`InvalidRequest`:
 //!   INVALID_ARGUMENT, `Unavailable` and the overload classes: UNAVAILABLE, others:
 //!   INTERNAL) with the message `<class>: <message>` (1.6.1 answers INTERNAL for all);
-//!   request-plane failures are UNAVAILABLE. Routing and retries before the first response
-//!   are [`crate::service::dispatch`]'s, as for every model.
+//!   request-plane failures are UNAVAILABLE. Routing, retries before the first response and
+//!   the worker's error classes are the inference core's ([`crate::infer`]), as for every
+//!   model.
 //! * Metrics: a valid request is counted with `endpoint="tensor"` (`request_type` unary or
 //!   stream), as Dynamo counts it; requests refused before that are not.
 
@@ -25,13 +26,10 @@ use super::pb::model_infer_response::InferOutputTensor;
 use super::pb::{InferParameter, InferTensorContents, ModelInferRequest, ModelInferResponse};
 use super::tensor_meta::kserve_name;
 use crate::error::{Error, Kind};
-use crate::metrics::{Endpoint, Outcome};
-use crate::plane::callback::StreamItem;
-use crate::plane::payload::DynamoError;
-use crate::plane::stream::StreamEvent;
+use crate::infer::resolve::{resolve, ModelKind};
+use crate::infer::{Event, Generation, InferRequest, Input};
+use crate::metrics::Endpoint;
 use crate::plane::tensor::{DataType, ParamValue, Params, Tensor, TensorData, TensorResponse};
-use crate::service::dispatch::{dispatch, Started};
-use crate::service::tracker::Tracker;
 use crate::shard::ShardCtx;
 use std::rc::Rc;
 
@@ -44,11 +42,10 @@ pub struct Call {
     pub raw: bool,
     /// `triton_enable_empty_final_response` was asked for.
     pub empty_final: bool,
-    started: Started,
+    /// The driver's events; dropped before its end, the request counts as cancelled.
+    gen: Option<Generation>,
+    /// The worker's stream is over.
     done: bool,
-    /// The request's metrics (`endpoint="tensor"`); a call dropped before its end counts
-    /// as cancelled.
-    track: Tracker,
 }
 
 /// Whether `model` is a tensor model of the shard's snapshot.
@@ -59,111 +56,76 @@ pub fn is_tensor(ctx: &ShardCtx, model: &str) -> bool {
 /// Check and send a request for a tensor model (known to the caller to be one); `stream`:
 /// it came on ModelStreamInfer.
 pub async fn start(ctx: &Rc<ShardCtx>, req: ModelInferRequest, stream: bool) -> Result<Call, Error> {
-    let registry = ctx.registry();
     let name = req.model_name.clone();
-    let serving = registry
-        .serving
-        .get(&name)
-        .cloned()
-        .ok_or_else(|| Error::new(Kind::NotFound, format!("Model '{name}' not found")))?;
-    let Some(model) = serving.tensor.clone() else {
+    let resolved = resolve(&ctx.registry(), &name)?;
+    let ModelKind::Tensor(model) = resolved.kind() else {
         return Err(Error::new(Kind::Internal, format!("model '{name}' is not a tensor model")));
     };
-    if serving.workers.is_empty() {
-        return Err(Error::new(Kind::ServiceUnavailable, format!("Model '{name}' is not ready to serve requests yet")));
-    }
     let empty_final = matches!(
         req.parameters.get("triton_enable_empty_final_response").and_then(|p| p.parameter_choice.as_ref()),
         Some(ParameterChoice::BoolParam(true))
     );
     let id = req.id.clone();
-    let mut converted = super::tensor_in::convert(req, &name, &model)?;
-    // As Dynamo, a request is counted once it is valid.
-    let mut track = Tracker::start_endpoint(ctx, &name, Endpoint::Tensor, stream);
-    let started = match dispatch(ctx, &name, &serving, None, &mut converted.wire).await {
-        Ok(s) => s,
-        Err(e) => {
-            track.fail(&e);
-            return Err(e);
-        }
-    };
-    Ok(Call { model: name, id, raw: converted.raw, empty_final, started, done: false, track })
-}
-
-/// The error a worker's error item stands for.
-fn worker_error(e: &DynamoError) -> Error {
-    let class = e.class.as_deref().unwrap_or("Internal");
-    let kind = match class {
-        "InvalidRequest" => Kind::BadRequest,
-        "Unavailable" | "CapacityExhausted" | "WorkerOverloaded" => Kind::ServiceUnavailable,
-        _ => Kind::Internal,
-    };
-    Error::new(kind, format!("{class}: {}", e.message))
+    let converted = super::tensor_in::convert(req, &name, model)?;
+    // As Dynamo, a request is counted once it is valid (the driver counts from here).
+    let mut ireq = InferRequest::new(Endpoint::Tensor, name.clone(), Input::Tensor(Box::new(converted.wire)));
+    ireq.stream = stream;
+    let gen = crate::infer::run_resolved(ctx, resolved, ireq).await?;
+    Ok(Call { model: name, id, raw: converted.raw, empty_final, gen: Some(gen), done: false })
 }
 
 impl Call {
     /// The next worker response, converted; `None` once the worker's stream is complete.
     pub async fn next(&mut self) -> Option<Result<ModelInferResponse, Error>> {
-        let next = self.next_response().await;
-        match &next {
-            None => self.track.finish(Outcome::Success, None),
-            Some(Err(e)) => self.track.fail(e),
-            Some(Ok(_)) => {}
-        }
-        next
-    }
-
-    async fn next_response(&mut self) -> Option<Result<ModelInferResponse, Error>> {
         while !self.done {
-            match self.started.next().await {
-                None | Some(Ok(StreamEvent::CompleteFinal | StreamEvent::Sentinel)) => self.done = true,
-                Some(Ok(StreamEvent::Item(StreamItem::Tensor(item)))) => {
-                    if let Some(e) = &item.error {
-                        self.done = true;
-                        return Some(Err(worker_error(e)));
-                    }
-                    if item.event.as_deref() == Some("error") {
-                        self.done = true;
-                        return Some(Err(Error::new(Kind::Internal, "the worker failed")));
-                    }
-                    if let Some(data) = item.data {
-                        return Some(response(data, self.raw, &self.model, &self.id));
-                    }
-                }
-                Some(Ok(StreamEvent::Item(_))) => {
+            let gen = self.gen.as_mut()?;
+            match gen.next().await {
+                Some(Event::Tensor(t)) => match response(*t, self.raw, &self.model, &self.id) {
+                    Ok(r) => return Some(Ok(r)),
+                    Err(e) => return Some(Err(self.fail(e))),
+                },
+                Some(Event::Error(e)) => {
                     self.done = true;
-                    return Some(Err(Error::new(Kind::Internal, "a tensor worker sent another kind of item")));
+                    return Some(Err(with_worker_message(e)));
                 }
-                Some(Ok(_)) => {}
-                Some(Err(e)) => {
-                    self.done = true;
-                    return Some(Err(e.into()));
-                }
+                // The generation stays, so a unary call can still fail it.
+                Some(Event::Done(_)) | None => self.done = true,
+                Some(_) => {}
             }
         }
         None
     }
 
-    /// The one response of a unary call.
-    pub async fn whole(mut self) -> Result<ModelInferResponse, Error> {
-        let result = self.fold().await;
-        match &result {
-            Ok(_) => self.track.finish(Outcome::Success, None),
-            Err(e) => self.track.fail(e),
+    /// End the request with an error found here (the driver counts it).
+    fn fail(&mut self, e: Error) -> Error {
+        self.done = true;
+        if let Some(gen) = self.gen.take() {
+            gen.fail(&e);
         }
-        result
+        e
     }
 
-    async fn fold(&mut self) -> Result<ModelInferResponse, Error> {
-        let first = match self.next_response().await {
+    /// The one response of a unary call.
+    pub async fn whole(mut self) -> Result<ModelInferResponse, Error> {
+        let first = match self.next().await {
             Some(r) => r?,
-            None => return Err(Error::new(Kind::Internal, "No response received")),
+            None => return Err(self.fail(Error::new(Kind::Internal, "No response received"))),
         };
-        match self.next_response().await {
+        match self.next().await {
             None => Ok(first),
             Some(Err(e)) => Err(e),
-            Some(Ok(_)) => Err(Error::new(Kind::Internal, "Multiple responses in non-streaming mode")),
+            Some(Ok(_)) => Err(self.fail(Error::new(Kind::Internal, "Multiple responses in non-streaming mode"))),
         }
+    }
+}
+
+/// A worker's error as KServe answers it: the status of its class, and the worker's own
+/// message after its class (`InvalidRequest: ValueError: …`; 1.6.1 answers INTERNAL with
+/// the bare message for every class).
+fn with_worker_message(e: Error) -> Error {
+    match crate::infer::choice::worker_fault(&e) {
+        Some(f) => Error::new(e.kind(), f.to_string()),
+        None => e,
     }
 }
 
@@ -348,14 +310,5 @@ mod tests {
         let e = response(resp, false, "m", "").unwrap_err();
         assert_eq!(e.kind(), Kind::Internal);
         assert!(e.message().contains("Invalid NvCreateTensorResponse"));
-    }
-
-    #[test]
-    fn worker_errors_by_class() {
-        let e = |class: &str| DynamoError { class: Some(class.into()), message: "boom".into(), ..Default::default() };
-        assert_eq!(worker_error(&e("InvalidRequest")).kind(), Kind::BadRequest);
-        assert_eq!(worker_error(&e("InvalidRequest")).message(), "InvalidRequest: boom");
-        assert_eq!(worker_error(&e("Unavailable")).kind(), Kind::ServiceUnavailable);
-        assert_eq!(worker_error(&e("Whatever")).kind(), Kind::Internal);
     }
 }

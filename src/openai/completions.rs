@@ -110,6 +110,8 @@ common_ext_fields!(request_types! {
         allowed_token_ids,
         /// Banned token sequences (array of arrays of token ids).
         bad_words_token_ids,
+        /// Token ids whose logprobs are reported (array of token ids).
+        logprob_token_ids,
     }
 });
 

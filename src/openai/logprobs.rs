@@ -11,22 +11,7 @@
 use std::io::Write as _;
 
 use super::response::string;
-
-/// One alternative at a position.
-#[derive(Clone, Debug, PartialEq)]
-pub struct TopLogprob {
-    pub token: String,
-    pub logprob: f32,
-}
-
-/// One output token with its log probability and the alternatives the worker reported.
-#[derive(Clone, Debug, PartialEq)]
-pub struct TokenLogprob {
-    pub token: String,
-    pub token_id: u32,
-    pub logprob: f32,
-    pub top: Vec<TopLogprob>,
-}
+pub use crate::infer::logprobs::{TokenLogprob, TopLogprob};
 
 fn float(out: &mut Vec<u8>, v: f32) {
     if v.is_finite() {

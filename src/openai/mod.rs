@@ -49,16 +49,20 @@
 #[macro_use]
 mod shape;
 
+pub mod answer;
 pub mod chat;
 pub mod chat_params;
 pub mod chunks;
 pub mod common;
 pub mod completions;
 pub mod content;
+pub mod guided;
 pub mod logprobs;
 pub mod messages;
 pub mod nvext;
 pub mod response;
+pub mod serve;
+pub mod to_infer;
 pub mod validate;
 
 pub use chat::NvCreateChatCompletionRequest;

@@ -15,14 +15,7 @@
 
 use std::io::Write as _;
 
-/// Token counts of one answer.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Usage {
-    pub prompt_tokens: u32,
-    pub completion_tokens: u32,
-    /// `prompt_tokens_details.cached_tokens` as the worker reported it.
-    pub cached_tokens: Option<u32>,
-}
+pub use crate::infer::Usage;
 
 /// What every chunk of one answer shares.
 #[derive(Clone, Debug)]
@@ -52,6 +45,7 @@ impl<'a> Meta<'a> {
 
 /// `s` as a JSON string (the crate's one writer, byte-identical to serde_json).
 pub(super) use crate::util::json_string as string;
+pub(super) use crate::util::json_string;
 
 /// `n` in decimal.
 fn uint(out: &mut Vec<u8>, n: u64) {
@@ -104,7 +98,17 @@ fn completion_logprobs(out: &mut Vec<u8>, logprobs: Option<&[u8]>) {
     }
 }
 
-/// A whole chat completion.
+/// One choice of a whole answer.
+#[derive(Clone, Debug)]
+pub struct Choice<'a> {
+    pub index: u32,
+    pub text: &'a str,
+    pub finish_reason: Option<&'a str>,
+    /// The rendered logprobs object ([`super::logprobs`]), when asked for.
+    pub logprobs: Option<Vec<u8>>,
+}
+
+/// A whole chat completion of one choice.
 pub fn chat_completion(
     out: &mut Vec<u8>,
     meta: &Meta<'_>,
@@ -113,13 +117,30 @@ pub fn chat_completion(
     usage: &Usage,
     logprobs: Option<&[u8]>,
 ) {
+    let choice = Choice { index: 0, text: content, finish_reason, logprobs: logprobs.map(<[u8]>::to_vec) };
+    chat_completion_choices(out, meta, std::slice::from_ref(&choice), usage);
+}
+
+/// A whole chat completion.
+pub fn chat_completion_choices(out: &mut Vec<u8>, meta: &Meta<'_>, choices: &[Choice<'_>], usage: &Usage) {
     out.extend_from_slice(b"{\"id\":");
     out.extend_from_slice(&meta.id_json);
-    out.extend_from_slice(b",\"choices\":[{\"index\":0,\"message\":{\"content\":");
-    string(out, content);
-    out.extend_from_slice(b",\"refusal\":null,\"role\":\"assistant\"},\"finish_reason\":");
-    opt_string(out, finish_reason);
-    logprobs_field(out, logprobs);
+    out.extend_from_slice(b",\"choices\":[");
+    for (i, c) in choices.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(b"{\"index\":");
+        uint(out, u64::from(c.index));
+        out.extend_from_slice(b",\"message\":{\"content\":");
+        string(out, c.text);
+        out.extend_from_slice(b",\"refusal\":null,\"role\":\"assistant\"},\"finish_reason\":");
+        opt_string(out, c.finish_reason);
+        out.extend_from_slice(b",\"logprobs\":");
+        out.extend_from_slice(c.logprobs.as_deref().unwrap_or(b"null"));
+        out.push(b'}');
+    }
+    out.push(b']');
     tail(out, meta);
     out.extend_from_slice(b",\"object\":\"chat.completion\",\"usage\":");
     usage_json(out, usage, false);
@@ -136,9 +157,24 @@ pub fn chat_chunk(
     finish_reason: Option<&str>,
     logprobs: Option<&[u8]>,
 ) {
+    chat_chunk_at(out, meta, 0, delta, first, finish_reason, logprobs)
+}
+
+/// [`chat_chunk`] of the choice with `index`.
+pub fn chat_chunk_at(
+    out: &mut Vec<u8>,
+    meta: &Meta<'_>,
+    index: u32,
+    delta: Option<&str>,
+    first: bool,
+    finish_reason: Option<&str>,
+    logprobs: Option<&[u8]>,
+) {
     out.extend_from_slice(b"data: {\"id\":");
     out.extend_from_slice(&meta.id_json);
-    out.extend_from_slice(b",\"choices\":[{\"index\":0,\"delta\":{");
+    out.extend_from_slice(b",\"choices\":[{\"index\":");
+    uint(out, u64::from(index));
+    out.extend_from_slice(b",\"delta\":{");
     let mut sep = false;
     if let Some(text) = delta {
         out.extend_from_slice(b"\"content\":");
@@ -169,7 +205,7 @@ pub fn chat_usage_chunk(out: &mut Vec<u8>, meta: &Meta<'_>, usage: &Usage) {
     out.extend_from_slice(b"}\n\n");
 }
 
-/// A whole text completion.
+/// A whole text completion of one choice.
 pub fn completion(
     out: &mut Vec<u8>,
     meta: &Meta<'_>,
@@ -178,15 +214,29 @@ pub fn completion(
     usage: &Usage,
     logprobs: Option<&[u8]>,
 ) {
+    let choice = Choice { index: 0, text, finish_reason, logprobs: logprobs.map(<[u8]>::to_vec) };
+    completion_choices(out, meta, std::slice::from_ref(&choice), usage);
+}
+
+/// A whole text completion.
+pub fn completion_choices(out: &mut Vec<u8>, meta: &Meta<'_>, choices: &[Choice<'_>], usage: &Usage) {
     out.extend_from_slice(b"{\"id\":");
     out.extend_from_slice(&meta.id_json);
-    out.extend_from_slice(b",\"choices\":[{\"text\":");
-    string(out, text);
-    out.extend_from_slice(b",\"index\":0");
-    completion_logprobs(out, logprobs);
-    out.extend_from_slice(b",\"finish_reason\":");
-    opt_string(out, finish_reason);
-    out.extend_from_slice(b"}]");
+    out.extend_from_slice(b",\"choices\":[");
+    for (i, c) in choices.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(b"{\"text\":");
+        string(out, c.text);
+        out.extend_from_slice(b",\"index\":");
+        uint(out, u64::from(c.index));
+        completion_logprobs(out, c.logprobs.as_deref());
+        out.extend_from_slice(b",\"finish_reason\":");
+        opt_string(out, c.finish_reason);
+        out.push(b'}');
+    }
+    out.push(b']');
     tail(out, meta);
     out.extend_from_slice(b",\"system_fingerprint\":null,\"object\":\"text_completion\",\"usage\":");
     usage_json(out, usage, true);
@@ -202,13 +252,27 @@ pub fn completion_chunk(
     usage: Option<&Usage>,
     logprobs: Option<&[u8]>,
 ) {
+    completion_chunk_at(out, meta, 0, text, finish_reason, usage, logprobs)
+}
+
+/// [`completion_chunk`] of the choice with `index`.
+pub fn completion_chunk_at(
+    out: &mut Vec<u8>,
+    meta: &Meta<'_>,
+    index: u32,
+    text: Option<&str>,
+    finish_reason: Option<&str>,
+    usage: Option<&Usage>,
+    logprobs: Option<&[u8]>,
+) {
     out.extend_from_slice(b"data: {\"id\":");
     out.extend_from_slice(&meta.id_json);
     match text {
         Some(t) => {
             out.extend_from_slice(b",\"choices\":[{\"text\":");
             string(out, t);
-            out.extend_from_slice(b",\"index\":0");
+            out.extend_from_slice(b",\"index\":");
+            uint(out, u64::from(index));
             completion_logprobs(out, logprobs);
             if let Some(f) = finish_reason {
                 out.extend_from_slice(b",\"finish_reason\":");

@@ -208,6 +208,19 @@ macro_rules! shared_accessors {
             self.n.unwrap_or(1)
         }
 
+        /// The passthrough extras in Dynamo's order (`cache_salt`, `stop_token_ids`,
+        /// `detokenize`, `allowed_token_ids`, `bad_words_token_ids`, `logprob_token_ids`).
+        pub(crate) fn passthrough_extras(&self) -> [&Option<serde_json::Value>; 6] {
+            [
+                &self.cache_salt,
+                &self.stop_token_ids,
+                &self.detokenize,
+                &self.allowed_token_ids,
+                &self.bad_words_token_ids,
+                &self.logprob_token_ids,
+            ]
+        }
+
         /// Cache namespace: `nvext.cache_salt`, else the top-level `cache_salt`.
         pub fn cache_salt(&self) -> Option<&str> {
             self.nvext

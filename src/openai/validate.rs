@@ -35,7 +35,7 @@ pub const VALIDATION_PREFIX: &str = "Validation: ";
 
 /// Passthrough extras accepted at top level although not declared by the request types.
 pub const PASSTHROUGH_EXTRA_FIELDS: &[&str] =
-    &["cache_salt", "stop_token_ids", "detokenize", "allowed_token_ids", "bad_words_token_ids"];
+    &["cache_salt", "stop_token_ids", "detokenize", "allowed_token_ids", "bad_words_token_ids", "logprob_token_ids"];
 
 /// Maximum number of stop sequences (or stop token ids).
 pub const MAX_STOP_SEQUENCES: usize = 32;
@@ -45,6 +45,9 @@ pub const MAX_TOOLS: usize = 1536;
 pub const MAX_FUNCTION_NAME_LENGTH: usize = 96;
 /// Maximum `n`, and maximum batch × `n` for completions.
 pub const MAX_N: u8 = 128;
+
+/// Most output tokens a request may ask for (`max_tokens`, `max_completion_tokens`).
+pub const MAX_OUTPUT_TOKENS: u32 = 1_048_576;
 
 type Check = Result<(), String>;
 
@@ -77,11 +80,7 @@ pub(crate) fn chat(req: &NvCreateChatCompletionRequest, unknown: &[String], opts
 }
 
 fn chat_fields(req: &NvCreateChatCompletionRequest, unknown: &[String], opts: &ParseOptions) -> Check {
-    unsupported(
-        unknown,
-        opts,
-        [&req.cache_salt, &req.stop_token_ids, &req.detokenize, &req.allowed_token_ids, &req.bad_words_token_ids],
-    )?;
+    unsupported(unknown, opts, req.passthrough_extras())?;
     if let Some(args) = &req.chat_template_args {
         if args.contains_key("chat_template") {
             return Err("`chat_template` is not supported inside `chat_template_args`".into());
@@ -124,13 +123,14 @@ fn stream_options(stream: Option<bool>, has_options: bool) -> Check {
 }
 
 /// Unsupported names, then the types of the passthrough extras (in Dynamo's order:
-/// `cache_salt`, `stop_token_ids`, `detokenize`, `allowed_token_ids`, `bad_words_token_ids`).
-fn unsupported(unknown: &[String], opts: &ParseOptions, extras: [&Option<Value>; 5]) -> Check {
+/// `cache_salt`, `stop_token_ids`, `detokenize`, `allowed_token_ids`, `bad_words_token_ids`,
+/// `logprob_token_ids`).
+pub(crate) fn unsupported(unknown: &[String], opts: &ParseOptions, extras: [&Option<Value>; 6]) -> Check {
     if !unknown.is_empty() && !opts.ignore_unsupported_fields {
         let list: Vec<String> = unknown.iter().map(|k| format!("`{k}`")).collect();
         return Err(format!("Unsupported parameter(s): {}", list.join(", ")));
     }
-    let [cache_salt, stop_ids, detokenize, allowed, bad_words] = extras;
+    let [cache_salt, stop_ids, detokenize, allowed, bad_words, logprob_ids] = extras;
     if cache_salt.as_ref().is_some_and(|v| !v.is_string()) {
         return Err("`cache_salt` must be a string".into());
     }
@@ -146,6 +146,9 @@ fn unsupported(unknown: &[String], opts: &ParseOptions, extras: [&Option<Value>;
     let arrays_ok = |v: &Value| v.as_array().is_some_and(|a| a.iter().all(is_token_ids));
     if bad_words.as_ref().is_some_and(|v| !arrays_ok(v)) {
         return Err("`bad_words_token_ids` must be an array of token ID arrays".into());
+    }
+    if logprob_ids.as_ref().is_some_and(|v| !is_token_ids(v)) {
+        return Err("`logprob_token_ids` must be an array of token IDs".into());
     }
     Ok(())
 }
@@ -214,10 +217,11 @@ fn logit_bias(bias: Option<&Map<String, Value>>) -> Check {
 }
 
 fn max_tokens(what: &str, value: Option<u32>) -> Check {
-    if value == Some(0) {
-        return Err(format!("{what} must be greater than 0, got 0"));
+    match value {
+        Some(0) => Err(format!("{what} must be greater than 0, got 0")),
+        Some(v) if v > MAX_OUTPUT_TOKENS => Err(format!("{what} must not exceed {MAX_OUTPUT_TOKENS}, got {v}")),
+        _ => Ok(()),
     }
-    Ok(())
 }
 
 fn n(n: Option<u8>) -> Check {

@@ -253,6 +253,23 @@ pub struct PreprocessedRequest {
     pub routing: Option<RoutingHints>,
     /// Always present, `nil` in every capture.
     pub router_config_override: Option<serde_json::Value>,
+    /// Options 1.6.1 forwards outside the typed groups: `{"nvext": {cache_salt, extra_fields,
+    /// metadata_upload, token_in}, "sampling_options": {detokenize, allowed_token_ids,
+    /// bad_words_token_ids, logprob_token_ids}}`, each member only when set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub extra_args: Option<serde_json::Value>,
+    /// `nvext.router` (latency targets).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub router: Option<serde_json::Value>,
+    /// vLLM's multimodal processor options, passed through.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mm_processor_kwargs: Option<serde_json::Value>,
+    /// Media decoding options, passed through.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub media_io_kwargs: Option<serde_json::Value>,
+    /// `nvext.request_timestamp_ms` (trace replay).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request_timestamp_ms: Option<f64>,
 }
 
 /// `stop_conditions`: every key always serialized.
@@ -287,15 +304,37 @@ pub struct SamplingOptions {
     pub length_penalty: Option<f32>,
     pub seed: Option<i64>,
     pub include_stop_str_in_output: Option<bool>,
-    /// `{json|regex|choice|grammar, backend?, whitespace_pattern?, structural_tag?}` \[S\];
-    /// kept as a JSON value because only `nil` was observed.
-    pub guided_decoding: Option<serde_json::Value>,
+    pub guided_decoding: Option<GuidedDecoding>,
 }
 
-/// `output_options`: every key always serialized.
+/// `sampling_options.guided_decoding`: the output must follow one constraint (JSON schema,
+/// regex, choice or grammar); only the members set are sent.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct GuidedDecoding {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub json: Option<serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub regex: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub choice: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub grammar: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backend: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub whitespace_pattern: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub structural_tag: Option<serde_json::Value>,
+}
+
+/// `output_options`: every key always serialized but `no_stop_trim`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct OutputOptions {
+    /// Completions `no_stop_trim`, sent only when set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub no_stop_trim: Option<bool>,
     pub logprobs: Option<u32>,
     pub prompt_logprobs: Option<u32>,
     pub skip_special_tokens: Option<bool>,
@@ -325,11 +364,11 @@ pub struct RoutingHints {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cache_salt: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub priority_jump: Option<serde_json::Value>,
+    pub priority_jump: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub strict_priority: Option<serde_json::Value>,
+    pub strict_priority: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub priority: Option<serde_json::Value>,
+    pub priority: Option<i32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub allowed_worker_ids: Option<Vec<u64>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -478,6 +517,10 @@ pub struct DynamoError {
     pub reason: Option<String>,
     pub message: String,
     pub diagnostic: Option<String>,
+    /// Client-safe details: `{"type":"message","message":…}` (shown to the client instead of
+    /// the class's generic text) or structured limits (`context_length`, …).
+    #[serde(alias = "public_details", skip_serializing_if = "Option::is_none")]
+    pub public: Option<serde_json::Value>,
 }
 
 /// `output_type` of an engine output.

@@ -62,8 +62,17 @@ pub fn control_single_in_many_out(
 pub fn preprocessed_request(req: &PreprocessedRequest) -> Result<Vec<u8>, PlaneError> {
     let mut out = Vec::with_capacity(256 + req.model.len() + 3 * req.token_ids.len());
     let err = |e: rmp_serde::encode::Error| PlaneError::codec("msgpack body", e);
-    // The derived `Serialize` sends every key but `routing`, which is skipped when `None`.
-    out.push(0x80 | if req.routing.is_some() { 10 } else { 9 });
+    // The derived `Serialize` sends every key but `routing` and the trailing optional ones,
+    // which are skipped when `None`.
+    let optional = [
+        req.routing.is_some(),
+        req.extra_args.is_some(),
+        req.router.is_some(),
+        req.mm_processor_kwargs.is_some(),
+        req.media_io_kwargs.is_some(),
+        req.request_timestamp_ms.is_some(),
+    ];
+    out.push(0x80 | (9 + optional.iter().filter(|&&b| b).count() as u8));
     key(&mut out, "model");
     str(&mut out, &req.model);
     key(&mut out, "token_ids");
@@ -95,6 +104,22 @@ pub fn preprocessed_request(req: &PreprocessedRequest) -> Result<Vec<u8>, PlaneE
     }
     key(&mut out, "router_config_override");
     rmp_serde::encode::write_named(&mut out, &req.router_config_override).map_err(err)?;
+    let values = [
+        ("extra_args", &req.extra_args),
+        ("router", &req.router),
+        ("mm_processor_kwargs", &req.mm_processor_kwargs),
+        ("media_io_kwargs", &req.media_io_kwargs),
+    ];
+    for (name, value) in values {
+        if let Some(v) = value {
+            key(&mut out, name);
+            rmp_serde::encode::write_named(&mut out, v).map_err(err)?;
+        }
+    }
+    if let Some(ts) = req.request_timestamp_ms {
+        key(&mut out, "request_timestamp_ms");
+        rmp_serde::encode::write_named(&mut out, &ts).map_err(err)?;
+    }
     Ok(out)
 }
 
@@ -249,6 +274,20 @@ mod tests {
         for n in [0, 15, 16, 31, 32, 255, 256, 65_535, 65_536] {
             same(&PreprocessedRequest { model: "q".repeat(n), token_ids: ids[..n].to_vec(), ..Default::default() });
         }
+        // The trailing keys sent only when set, alone and together.
+        let full = PreprocessedRequest {
+            extra_args: Some(
+                serde_json::json!({"nvext": {"cache_salt": "s"}, "sampling_options": {"detokenize": false}}),
+            ),
+            router: Some(serde_json::json!({"ttft_target": 100.0})),
+            mm_processor_kwargs: Some(serde_json::json!({"num_crops": 4})),
+            media_io_kwargs: Some(serde_json::json!({"video": {"num_frames": 4}})),
+            request_timestamp_ms: Some(1234.5),
+            ..Default::default()
+        };
+        same(&full);
+        same(&PreprocessedRequest { router: full.router.clone(), ..Default::default() });
+        same(&PreprocessedRequest { request_timestamp_ms: Some(0.25), ..Default::default() });
     }
 
     fn control_both_ways(id: &str, codec: Codec, address: &str, subject: &str) -> (Vec<u8>, Vec<u8>) {
@@ -281,7 +320,10 @@ mod tests {
         use crate::plane::payload::{OutputOptions, SamplingOptions};
         let temps = [None, Some(0.0), Some(-0.0), Some(0.0), Some(0.5), Some(0.5), Some(f32::NAN), Some(f32::NAN)];
         for (i, temperature) in temps.into_iter().enumerate() {
-            let guided = (i == 5).then(|| serde_json::json!({"x": -0.0}));
+            let guided = (i == 5).then(|| crate::plane::payload::GuidedDecoding {
+                json: Some(serde_json::json!({"x": -0.0})),
+                ..Default::default()
+            });
             same(&PreprocessedRequest {
                 stop_conditions: StopConditions { max_tokens: Some(1 + (i as u32 % 2)), ..Default::default() },
                 sampling_options: SamplingOptions { temperature, guided_decoding: guided, ..Default::default() },

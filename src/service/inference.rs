@@ -1,23 +1,46 @@
-//! The OpenAI inference routes (`/v1/chat/completions`, `/v1/completions`).
+//! The OpenAI inference routes (`/v1/chat/completions`, `/v1/completions`): the request's
+//! body and headers handed to the OpenAI adapter ([`crate::openai::serve`]), its answer (or
+//! error) made an HTTP response.
 //!
 //! Checks run in Dynamo 1.6.1's order: content type (415, by the route table), the body limit
-//! (413, by `http1`), deserialization and validation (400 / 501, by [`crate::openai`]), then
-//! the model lookup in the shard's Registry snapshot (404 `Model not found`); the rest of the
-//! way is [`super::pipeline`].
+//! (413, by `http1`), then the adapter's deserialization and validation (400 / 501), the model
+//! lookup (404) and the rest of the way. The adapter and the driver count every failure of
+//! these routes in the metrics; the service does not count them again.
 
 use std::rc::Rc;
 
-use super::pipeline::{self, Api};
 use super::routes::RouteId;
-use crate::error::Error;
+use crate::error::{Error, Kind};
 use crate::http1::{Request, Response};
+use crate::openai::serve::{serve, Answer, Api};
 use crate::shard::ShardCtx;
 
-/// Serve one inference request.
-pub async fn handle(ctx: &Rc<ShardCtx>, route: RouteId, req: &Request) -> Result<Response, Error> {
+/// Serve one inference request; errors are already rendered (and counted).
+pub async fn handle(ctx: &Rc<ShardCtx>, route: RouteId, req: &Request) -> Response {
     let api = match route {
         RouteId::Completions => Api::Completions,
         _ => Api::Chat,
     };
-    pipeline::run(ctx, api, req).await
+    match serve(ctx, api, &req.body, pinned_worker(req)).await {
+        Ok(Answer::Json(body)) => Response::json(200, body),
+        Ok(Answer::Stream(rx)) => {
+            Response::stream(200, "text/event-stream", rx).with_header("cache-control", "no-cache")
+        }
+        Err(e) => Response::error(&e),
+    }
+}
+
+/// The worker a request's headers name: `x-dynamo-worker-instance-id` (or the legacy
+/// `x-worker-instance-id`); it wins over `nvext.backend_instance_id`.
+fn pinned_worker(req: &Request) -> Result<Option<u64>, Error> {
+    for name in ["x-dynamo-worker-instance-id", "x-worker-instance-id"] {
+        if let Some(v) = req.header(name) {
+            let text = std::str::from_utf8(v).unwrap_or("").trim();
+            return text
+                .parse::<u64>()
+                .map(Some)
+                .map_err(|_| Error::new(Kind::BadRequest, format!("{name}: '{text}' is not a worker instance id")));
+        }
+    }
+    Ok(None)
 }

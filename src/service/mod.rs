@@ -6,8 +6,8 @@
 //! 2. checks the method → 405 with `Allow` listing what the route takes (HEAD follows GET);
 //! 3. on JSON routes checks `Content-Type` → 415 unless it is `application/json` (or `+json`);
 //! 4. runs the route's handler ([`ops`] for health, live, models, metrics and the OpenAPI
-//!    document; [`inference`] for the OpenAI routes);
-//! 5. records the status in the shard's metrics, and an error in `failures_total`.
+//!    document; [`inference`] for the OpenAI routes, whose failures the driver counts);
+//! 5. records the status in the shard's metrics, and any other error in `failures_total`.
 //!
 //! Over HTTP/2 the same service answers every stream ([`h2`]); gRPC calls go to
 //! [`crate::kserve`].
@@ -15,20 +15,16 @@
 //! Everything here runs on one shard thread and owns no locks. What crosses threads is the
 //! scrape of other shards' metrics (through their inboxes) and the `Arc<Registry>` snapshot.
 
-pub mod dispatch;
 mod h2;
 pub mod inference;
-mod logprobs;
 pub mod ops;
-mod passthrough;
-pub mod pipeline;
 pub mod routes;
-pub(crate) mod tracker;
 
 use std::rc::Rc;
 
 use crate::error::{Error, Kind};
 use crate::http1::{Method, Request, Response, Service};
+use crate::infer::tracker;
 use crate::shard::ShardCtx;
 use routes::{RouteId, Routes};
 
@@ -83,7 +79,7 @@ impl Frontend {
             RouteId::Model => ops::model(&self.ctx, &path[route.path.len()..]),
             RouteId::Metrics => Ok(ops::metrics(&self.ctx).await),
             RouteId::OpenApi => Ok(ops::openapi(&self.routes)),
-            RouteId::ChatCompletions | RouteId::Completions => inference::handle(&self.ctx, route.id, req).await,
+            RouteId::ChatCompletions | RouteId::Completions => Ok(inference::handle(&self.ctx, route.id, req).await),
         }
     }
 }

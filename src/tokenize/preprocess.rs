@@ -1,33 +1,68 @@
-//! From a validated OpenAI request to the prompt text and its token ids.
+//! From a conversation (or a completion prompt) to the prompt text and its token ids.
 //!
-//! Chat: the messages and tools exactly as the client sent them (the raw JSON, so key order —
-//! which templates print through `tojson` — is the client's, as with transformers; the typed
-//! request would re-serialize in struct order), the tools — left out when
-//! `tool_choice` is `none` and `--exclude-tools-when-tool-choice-none` is on, as Dynamo does —
-//! and the template arguments (`chat_template_args` / `chat_template_kwargs`, `thinking`,
-//! `reasoning_effort`) go through the model's chat template; the text is then encoded without
-//! added special tokens. `add_generation_prompt` is on unless the conversation ends with an
-//! assistant message (the client wants that message continued); a request may set it, and
-//! `continue_final_message`, in its template arguments.
+//! Chat: the messages and tools exactly as the client sent them (the raw JSON of
+//! [`ChatInput::json`], so key order — which templates print through `tojson` — is the
+//! client's, as with transformers), the tools — left out when `tool_choice` is `none` and
+//! `--exclude-tools-when-tool-choice-none` is on, as Dynamo does — and the template arguments go
+//! through the model's chat template; the text is then encoded without added special tokens.
+//! `add_generation_prompt` is on unless the conversation ends with an assistant message (the
+//! client wants that message continued); a request may set it, and `continue_final_message`,
+//! in its template arguments.
 //!
-//! A conversation of `system` and `user` messages with string content, for a template
-//! [`super::native`] recognises, is rendered natively from the typed request: neither the
-//! second parse of the body nor the template engine runs (same text, see that module).
+//! Before the template sees them, messages are put in the form templates expect:
+//! [`normalize_message`] (content given as text parts, and the `developer` role for a template
+//! that does not know it).
+//!
+//! A conversation of plain turns ([`ChatInput::plain`]) for a template [`super::native`]
+//! recognises is rendered natively: neither the second parse of the JSON nor the template
+//! engine runs (same text, see that module).
 //!
 //! Completions: a string prompt is encoded with the tokenizer's own special tokens (a BOS
 //! where the model adds one); token-id prompts are taken as they are.
+//!
+//! Protocol-free: adapters build [`ChatInput`] from their own request shapes.
 
+use bytes::Bytes;
 use serde_json::{Map, Value};
 
 use super::model::ModelFiles;
 use super::native::{Role, Turn};
-use super::template::RenderArgs;
+use super::template::{ChatTemplate, RenderArgs};
 use super::tokenizer::Tokenizer;
 use crate::error::{Error, Kind};
-use crate::openai::chat::NvCreateChatCompletionRequest;
-use crate::openai::chat_params::ChatCompletionToolChoiceOption;
-use crate::openai::content::MessageContent;
-use crate::openai::messages::ChatMessage;
+
+/// A conversation for the chat template.
+#[derive(Debug, Clone, Default)]
+pub struct ChatInput {
+    /// A JSON object whose `messages` (and `tools`) are the conversation as the client wrote
+    /// it: the template engine reads them from here, in the client's key order.
+    pub json: Bytes,
+    /// The conversation as plain turns, when every message is a system, developer or user
+    /// message with string content: what a native renderer takes (no second parse).
+    pub plain: Option<Vec<PlainTurn>>,
+    /// The request carries a non-empty `tools` list.
+    pub tools: bool,
+    /// `tool_choice` is `none` (tools are then left out, with
+    /// `--exclude-tools-when-tool-choice-none`).
+    pub tool_choice_none: bool,
+    /// Variables for the template (`chat_template_args`, thinking switches, …).
+    pub args: Map<String, Value>,
+}
+
+/// The role of a plain turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlainRole {
+    System,
+    Developer,
+    User,
+}
+
+/// One message of a plain conversation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlainTurn {
+    pub role: PlainRole,
+    pub content: String,
+}
 
 /// Settings of the preprocessor that come from the command line.
 #[derive(Clone, Copy, Debug)]
@@ -49,7 +84,7 @@ fn bad(msg: impl Into<String>) -> Error {
     Error::new(Kind::BadRequest, msg.into())
 }
 
-/// The parts of the body the template sees, as raw JSON in the client's key order.
+/// The parts of the JSON the template sees, in the client's key order.
 #[derive(serde::Deserialize)]
 struct TemplateInputs {
     messages: Vec<Value>,
@@ -57,34 +92,35 @@ struct TemplateInputs {
     tools: Option<Value>,
 }
 
-/// Render the chat request's prompt with the model's template. `body` is the request body
-/// `req` was parsed from.
+/// Render the conversation's prompt with the model's template.
 pub fn chat_prompt(
-    req: &NvCreateChatCompletionRequest,
-    body: &[u8],
+    chat: &ChatInput,
     model: &ModelFiles,
     opts: PreprocessOptions,
     now: Option<u64>,
 ) -> Result<String, Error> {
-    let drop_tools = opts.exclude_tools_when_tool_choice_none
-        && matches!(req.tool_choice, Some(ChatCompletionToolChoiceOption::None));
-    let args = TemplateArgs::of(req);
+    let drop_tools = opts.exclude_tools_when_tool_choice_none && chat.tool_choice_none;
+    let args = TemplateArgs::of(&chat.args);
+    let with_tools = chat.tools && !drop_tools;
     if opts.native_templates {
-        if let Some(prompt) = native_prompt(req, model, drop_tools, &args) {
+        if let Some(prompt) = native_prompt(chat, model, with_tools, &args) {
             return Ok(prompt);
         }
     }
-    let inputs: TemplateInputs = serde_json::from_slice(body)
+    let inputs: TemplateInputs = serde_json::from_slice(&chat.json)
         .map_err(|e| Error::new(Kind::Internal, format!("request body changed after validation: {e}")))?;
-    let messages = inputs.messages;
+    let mut messages = inputs.messages;
     let tools = match (inputs.tools, drop_tools) {
         (Some(Value::Array(t)), false) if !t.is_empty() => Some(Value::Array(t)),
         _ => None,
     };
-    let last_is_assistant = messages.last().and_then(|m| m.get("role")).and_then(Value::as_str) == Some("assistant");
     let template = model
         .template(tools.is_some())
         .ok_or_else(|| bad("this model has no chat template; use /v1/completions with a raw prompt"))?;
+    for m in &mut messages {
+        normalize_message(m, template);
+    }
+    let last_is_assistant = messages.last().and_then(|m| m.get("role")).and_then(Value::as_str) == Some("assistant");
     template
         .render(&RenderArgs {
             messages: &messages,
@@ -99,6 +135,41 @@ pub fn chat_prompt(
         .map_err(|e| bad(format!("chat template error: {e}")))
 }
 
+/// Put one message in the form templates expect:
+/// * a `developer` message becomes a `system` one when the template does not know the
+///   `developer` role (OpenAI's newer name for system instructions; a template that never
+///   mentions it would drop the message silently);
+/// * content given as an array of parts that are all text becomes one string, the texts
+///   joined as Dynamo 1.6.1 joins them, for templates that only handle string content.
+pub fn normalize_message(message: &mut Value, template: &ChatTemplate) {
+    let Some(obj) = message.as_object_mut() else { return };
+    if obj.get("role").and_then(Value::as_str) == Some("developer") && !template.knows_developer_role() {
+        obj.insert("role".into(), Value::String("system".into()));
+    }
+    if let Some(text) = obj.get("content").and_then(text_parts) {
+        obj.insert("content".into(), Value::String(text));
+    }
+}
+
+/// The text of a content array whose parts are all `{"type":"text"}`; `None` otherwise.
+fn text_parts(content: &Value) -> Option<String> {
+    let parts = content.as_array()?;
+    let mut out = String::new();
+    for (i, p) in parts.iter().enumerate() {
+        if p.get("type").and_then(Value::as_str) != Some("text") {
+            return None;
+        }
+        if i > 0 {
+            out.push_str(TEXT_PART_SEPARATOR);
+        }
+        out.push_str(p.get("text").and_then(Value::as_str)?);
+    }
+    Some(out)
+}
+
+/// What goes between the texts of consecutive text parts.
+const TEXT_PART_SEPARATOR: &str = "\n";
+
 /// The request's template arguments, with the three the preprocessor itself reads taken out.
 struct TemplateArgs {
     /// The rest, handed to the template.
@@ -110,8 +181,8 @@ struct TemplateArgs {
 }
 
 impl TemplateArgs {
-    fn of(req: &NvCreateChatCompletionRequest) -> TemplateArgs {
-        let mut extra = req.template_args();
+    fn of(args: &Map<String, Value>) -> TemplateArgs {
+        let mut extra = args.clone();
         let add_generation_prompt = match extra.remove("add_generation_prompt") {
             Some(Value::Bool(b)) => Some(b),
             _ => None,
@@ -122,37 +193,31 @@ impl TemplateArgs {
     }
 }
 
-/// The prompt written by the model's native renderer, when it has one and the request is in
-/// the subset it covers (see [`super::native`]); `None` sends the request to the engine.
-fn native_prompt(
-    req: &NvCreateChatCompletionRequest,
-    model: &ModelFiles,
-    drop_tools: bool,
-    args: &TemplateArgs,
-) -> Option<String> {
-    if args.continue_final_message || (!drop_tools && req.tools.as_ref().is_some_and(|t| !t.is_empty())) {
+/// The prompt written by the model's native renderer, when it has one and the conversation is
+/// in the subset it covers (see [`super::native`]); `None` sends it to the engine.
+fn native_prompt(chat: &ChatInput, model: &ModelFiles, with_tools: bool, args: &TemplateArgs) -> Option<String> {
+    if args.continue_final_message || with_tools {
         return None;
     }
-    let native = model.template(false)?.native()?;
-    fn turn(m: &ChatMessage) -> Option<Turn<'_>> {
-        match m {
-            ChatMessage::System(s) if s.tools.is_none() => match &s.content {
-                MessageContent::Text(t) => Some(Turn { role: Role::System, content: t }),
-                MessageContent::Parts(_) => None,
-            },
-            ChatMessage::User(u) => match &u.content {
-                MessageContent::Text(t) => Some(Turn { role: Role::User, content: t }),
-                MessageContent::Parts(_) => None,
-            },
-            _ => None,
+    let turns = chat.plain.as_ref()?;
+    let template = model.template(false)?;
+    let native = template.native()?;
+    let developer_is_system = !template.knows_developer_role();
+    let turn = |t: &PlainTurn| -> Option<Role> {
+        match t.role {
+            PlainRole::System => Some(Role::System),
+            PlainRole::Developer if developer_is_system => Some(Role::System),
+            PlainRole::Developer => None,
+            PlainRole::User => Some(Role::User),
         }
-    }
-    if !req.messages.iter().all(|m| turn(m).is_some()) {
+    };
+    if !turns.iter().all(|t| turn(t).is_some()) {
         return None;
     }
     // The conversation ends with a user or system message: a generation prompt by default.
     let add_generation_prompt = args.add_generation_prompt.unwrap_or(true);
-    native.render(req.messages.iter().filter_map(turn), add_generation_prompt, &args.extra)
+    let turns = turns.iter().filter_map(|t| Some(Turn { role: turn(t)?, content: &t.content }));
+    native.render(turns, add_generation_prompt, &args.extra)
 }
 
 /// Encode a rendered chat prompt (the template already placed BOS where the model wants it).

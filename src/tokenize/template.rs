@@ -37,6 +37,8 @@ pub struct ChatTemplate {
     env: Environment<'static>,
     source: String,
     native: Option<Native>,
+    /// The template mentions the `developer` role (gpt-oss's does; most do not).
+    developer: bool,
 }
 
 impl std::fmt::Debug for ChatTemplate {
@@ -150,7 +152,8 @@ impl ChatTemplate {
         let cleaned = strip_generation_tags(source);
         env.add_template_owned(TEMPLATE_NAME, cleaned.clone()).map_err(|e| e.to_string())?;
         let native = Native::recognise(&cleaned);
-        let mut template = ChatTemplate { env, source: cleaned, native };
+        let developer = cleaned.contains("developer");
+        let mut template = ChatTemplate { env, source: cleaned, native, developer };
         if let Some(n) = native {
             if let Err(e) = template.probe_native(n) {
                 crate::log::warn(&format!("chat template: the native {n:?} renderer is not used: {e}"));
@@ -158,6 +161,12 @@ impl ChatTemplate {
             }
         }
         Ok(template)
+    }
+
+    /// Whether the template handles `developer` messages itself (its text names the role);
+    /// otherwise the preprocessor hands them over as `system` messages.
+    pub fn knows_developer_role(&self) -> bool {
+        self.developer
     }
 
     /// The native renderer for this template, if its text is recognised ([`super::native`]).

@@ -123,6 +123,7 @@ fn write(shared: &Shared, info: &TcpStreamInfo, codec: Codec, answer: Answer) ->
                 reason: Some("backend.invalid_argument".into()),
                 message: message.clone(),
                 diagnostic: Some(message),
+                public: None,
             })),
         }],
     };

@@ -20,11 +20,7 @@ pub(crate) fn completion(
 }
 
 fn completion_fields(req: &NvCreateCompletionRequest, unknown: &[String], opts: &ParseOptions) -> Check {
-    unsupported(
-        unknown,
-        opts,
-        [&req.cache_salt, &req.stop_token_ids, &req.detokenize, &req.allowed_token_ids, &req.bad_words_token_ids],
-    )?;
+    unsupported(unknown, opts, req.passthrough_extras())?;
     model(&req.model)?;
     match &req.prompt_embeds {
         Some(embeds) => prompt_embeds(embeds)?,

@@ -1,10 +1,9 @@
-//! Stage 5, dispatch: pick a worker, send the request, and wait for the worker's first
-//! answer — retrying on another worker while nothing has reached the client.
+//! Stages route and dispatch: pick a worker, send the request, and wait for the worker's
+//! first answer — retrying on another worker while nothing has reached the client.
 //!
 //! A worker that fails before its first item (refused connect, connection lost before the
 //! ack, no ack, no call-back within the deadline, stream cut or garbled before any item) is
-//! inhibited
-//! in this shard's router (spec §9.1) and the request goes to the next usable worker, up to
+//! inhibited in this shard's router (spec §9.1) and the request goes to the next usable worker, up to
 //! [`MAX_ATTEMPTS`] workers. A worker that refuses with an ack (`Server overloaded`) is
 //! skipped for this request but not inhibited: it is alive. Once the first item arrived,
 //! the worker owns the request (continuing a half-streamed answer elsewhere is migration,

@@ -1,14 +1,27 @@
-//! Output logprobs of one answer (spec §8.6): the worker's `log_probs` / `top_logprobs` of
-//! each token frame, with token texts decoded by this frontend from the token ids, kept until
-//! the answer (or the next streamed chunk) renders them in the API's shape.
+//! Output log probabilities of one choice (docs/dynamo/request-plane.md §8.6): the worker's
+//! `log_probs` / `top_logprobs` of each token frame, with token texts decoded by this frontend
+//! from the token ids, kept until the next delta (or the choice's end) carries them.
 
-use crate::openai::logprobs::{self as render, TokenLogprob, TopLogprob};
 use crate::plane::payload::LLMEngineOutput;
 use crate::tokenize::Tokenizer;
 
-use super::pipeline::Api;
+/// One alternative at a position.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TopLogprob {
+    pub token: String,
+    pub logprob: f32,
+}
 
-/// Logprobs received and not yet rendered.
+/// One output token with its log probability and the alternatives the worker reported.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TokenLogprob {
+    pub token: String,
+    pub token_id: u32,
+    pub logprob: f32,
+    pub top: Vec<TopLogprob>,
+}
+
+/// Logprobs received and not yet handed out.
 #[derive(Default)]
 pub(super) struct Logprobs {
     pending: Vec<TokenLogprob>,
@@ -36,17 +49,8 @@ impl Logprobs {
         }
     }
 
-    /// Render what is pending in `api`'s shape and forget it; `None` when nothing is.
-    pub(super) fn take(&mut self, api: Api) -> Option<Vec<u8>> {
-        if self.pending.is_empty() {
-            return None;
-        }
-        let mut out = Vec::with_capacity(128 * self.pending.len());
-        match api {
-            Api::Chat => render::chat(&mut out, &self.pending),
-            Api::Completions => render::completion(&mut out, &self.pending),
-        }
-        self.pending.clear();
-        Some(out)
+    /// What is pending, and forget it.
+    pub(super) fn take(&mut self) -> Vec<TokenLogprob> {
+        std::mem::take(&mut self.pending)
     }
 }

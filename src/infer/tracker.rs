@@ -1,17 +1,19 @@
-//! Dynamo's per-request metrics of one request, recorded as the pipeline runs: started,
-//! inflight and active when the model is resolved, the tokenize time, TTFT / ISL at the first
+//! Dynamo's per-request metrics of one request, recorded as the driver runs: started,
+//! inflight and active when the request is taken, the tokenize time, TTFT / ISL at the first
 //! token frame, ITL after, the outcome, duration, OSL, cached tokens and the summed detokenize
 //! time at the end (`cancelled` when dropped first), active until the tracker is dropped with
-//! the end of the response. Also the `failures_total` class of an error ([`count_failure`]).
+//! the end of the response. A failure is also counted in `failures_total` ([`count_failure`])
+//! here, once: adapters and the HTTP service never count a failure of an inference request.
+//!
+//! Owned by the request's [`super::Generation`]: its end (done, error, or dropped) is the
+//! tracker's one exit.
 
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use super::pipeline::Api;
+use super::Usage;
 use crate::error::{Error, Kind};
-use crate::http1::Request;
 use crate::metrics::{Endpoint, Failure, Outcome, ShardMetrics, TokenizerOp};
-use crate::openai::response::Usage;
 use crate::shard::ShardCtx;
 
 /// The model label of requests whose model is missing or unknown, as Dynamo.
@@ -20,7 +22,7 @@ const UNKNOWN_MODEL: &str = "unknown_model";
 /// Dynamo's per-request metrics of one request: `requests_started_total` and the inflight
 /// gauge at creation, token timings as frames arrive, `requests_total` and the duration at
 /// [`Tracker::finish`] (or, if the request is dropped first, as `cancelled`).
-pub(crate) struct Tracker {
+pub struct Tracker {
     ctx: Rc<ShardCtx>,
     /// The model's index in the shard's metrics table (interned once per request).
     model: usize,
@@ -34,16 +36,7 @@ pub(crate) struct Tracker {
 }
 
 impl Tracker {
-    pub(super) fn start(ctx: &Rc<ShardCtx>, model: &str, api: Api, stream: bool) -> Tracker {
-        let endpoint = match api {
-            Api::Chat => Endpoint::ChatCompletions,
-            Api::Completions => Endpoint::Completions,
-        };
-        Tracker::start_endpoint(ctx, model, endpoint, stream)
-    }
-
-    /// [`Tracker::start`] for a request of `endpoint` (KServe tensor requests).
-    pub(crate) fn start_endpoint(ctx: &Rc<ShardCtx>, model: &str, endpoint: Endpoint, stream: bool) -> Tracker {
+    pub(super) fn start(ctx: &Rc<ShardCtx>, model: &str, endpoint: Endpoint, stream: bool) -> Tracker {
         let index = ctx.metrics.model_index(model);
         ctx.metrics.with_model(index, |m| m.start(endpoint, stream));
         Tracker {
@@ -93,7 +86,7 @@ impl Tracker {
     }
 
     /// The request ended; `usage` on success. Only the first call counts.
-    pub(crate) fn finish(&mut self, outcome: Outcome, usage: Option<&Usage>) {
+    pub(super) fn finish(&mut self, outcome: Outcome, usage: Option<&Usage>) {
         if std::mem::replace(&mut self.finished, true) {
             return;
         }
@@ -112,15 +105,12 @@ impl Tracker {
         });
     }
 
-    pub(crate) fn fail(&mut self, e: &Error) {
+    /// The request failed: its outcome, and `failures_total`.
+    pub(super) fn fail(&mut self, e: &Error) {
+        if !self.finished {
+            count_failure(&self.ctx.metrics, e.kind());
+        }
         self.finish(outcome(e.kind()), None);
-    }
-
-    /// The request failed after its response started (an error event ends the stream), so no
-    /// error response reaches the service to count it in `failures_total`: counted here.
-    pub(super) fn fail_in_stream(&mut self, e: &Error) {
-        self.fail(e);
-        count_failure(&self.ctx.metrics, e.kind());
     }
 }
 
@@ -136,13 +126,19 @@ fn millis(d: Duration) -> f64 {
 }
 
 /// Count a request that ended in error `kind` in `failures_total`.
-pub(super) fn count_failure(metrics: &ShardMetrics, kind: Kind) {
+pub fn count_failure(metrics: &ShardMetrics, kind: Kind) {
     metrics.failure(match kind {
         Kind::BadRequest
         | Kind::RequestTimeout
         | Kind::ExpectationFailed
         | Kind::HeadersTooLarge
-        | Kind::VersionNotSupported => Failure::InvalidRequest,
+        | Kind::VersionNotSupported
+        | Kind::Unauthorized
+        | Kind::Forbidden
+        | Kind::Conflict => Failure::InvalidRequest,
+        Kind::TooManyRequests => Failure::Overloaded,
+        Kind::GatewayTimeout => Failure::Unavailable,
+        Kind::ClientClosed | Kind::BadGateway => Failure::Internal,
         Kind::MethodNotAllowed => Failure::MethodNotAllowed,
         Kind::PayloadTooLarge => Failure::TooLarge,
         Kind::NotFound => Failure::NotFound,
@@ -157,26 +153,24 @@ pub(super) fn count_failure(metrics: &ShardMetrics, kind: Kind) {
 /// The `error_type` of a failed request.
 fn outcome(kind: Kind) -> Outcome {
     match kind {
-        Kind::BadRequest | Kind::NotImplemented | Kind::PayloadTooLarge | Kind::UnsupportedMediaType => {
-            Outcome::Validation
-        }
+        Kind::BadRequest
+        | Kind::NotImplemented
+        | Kind::PayloadTooLarge
+        | Kind::UnsupportedMediaType
+        | Kind::Unauthorized
+        | Kind::Forbidden
+        | Kind::Conflict => Outcome::Validation,
         Kind::NotFound => Outcome::NotFound,
-        Kind::Overloaded => Outcome::Overload,
+        Kind::Overloaded | Kind::TooManyRequests => Outcome::Overload,
+        Kind::ClientClosed => Outcome::Cancelled,
         _ => Outcome::Internal,
     }
 }
 
 /// Count a request that failed before it had a plan (validation, unknown model, no workers),
 /// labelled with its model if that is served, else `unknown_model`, as Dynamo.
-pub(super) fn count_rejected(ctx: &Rc<ShardCtx>, api: Api, req: &Request, e: &Error) {
-    #[derive(serde::Deserialize)]
-    struct Peek {
-        model: Option<String>,
-        stream: Option<bool>,
-    }
-    let peek = serde_json::from_slice::<Peek>(&req.body).ok();
-    let stream = peek.as_ref().and_then(|p| p.stream).unwrap_or(false);
-    let model = peek.and_then(|p| p.model).filter(|m| ctx.registry().serving.contains_key(m.as_str()));
-    let mut track = Tracker::start(ctx, model.as_deref().unwrap_or(UNKNOWN_MODEL), api, stream);
+pub(super) fn rejected(ctx: &Rc<ShardCtx>, endpoint: Endpoint, model: Option<&str>, stream: bool, e: &Error) {
+    let served = model.filter(|m| ctx.registry().serving.contains_key(*m));
+    let mut track = Tracker::start(ctx, served.unwrap_or(UNKNOWN_MODEL), endpoint, stream);
     track.fail(e);
 }

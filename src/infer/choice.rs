@@ -1,0 +1,385 @@
+//! Stage postprocess: one choice's worker stream turned into [`Event`]s.
+//!
+//! A choice is one worker request (one prompt, one sample) that a worker has started
+//! answering. By the model's input kind:
+//!
+//! * Tokens: each `LLMEngineOutput` frame's token ids go through this shard's incremental
+//!   detokenizer and the stop conditions ([`PostProcessor`]); text becomes [`Event::Delta`]
+//!   (with the logprobs of its tokens, when asked), and the end — ours (a stop string or
+//!   token, EOS, `max_tokens`) or the worker's — becomes [`Event::Finish`] with the choice's
+//!   usage. The prompt's token count is the worker's `completion_usage.prompt_tokens` when it
+//!   reports one (docs/dynamo/request-plane.md §8.5);
+//! * Text: the worker's OpenAI chunk objects, as [`Event::Chunk`];
+//! * Tensor: the worker's responses, as [`Event::Tensor`].
+//!
+//! A worker's error item ends the choice with [`Event::Error`] ([`worker_error`]). Dropping a
+//! choice drops its worker stream, which sends the worker `kill` unless the stream is over.
+
+use std::ops::Deref;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::dispatch::{self, Started};
+use super::logprobs::Logprobs;
+use super::{Delta, Event, Finish, Usage};
+use crate::error::{Error, Kind};
+use crate::plane::callback::StreamItem;
+use crate::plane::payload::{DynamoError, FinishReason as WireFinish};
+use crate::plane::stream::StreamEvent;
+use crate::tokenize::stop::{FinishReason, PostProcessor, StopConditions, WorkerFinish};
+use crate::tokenize::Tokenizer;
+
+/// This shard's tokenizer of a model.
+pub(super) struct ShardTokenizer {
+    pub tokenizers: Arc<Vec<Tokenizer>>,
+    pub shard: usize,
+}
+
+impl Deref for ShardTokenizer {
+    type Target = Tokenizer;
+    fn deref(&self) -> &Tokenizer {
+        &self.tokenizers[self.shard]
+    }
+}
+
+/// What one worker frame carried, for the request's metrics.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Frame {
+    /// Token ids in the frame.
+    pub tokens: usize,
+    pub arrived: Instant,
+    /// The prompt's token count as known when the frame arrived.
+    pub prompt_tokens: u32,
+    /// Time spent decoding the frame.
+    pub decode: Duration,
+}
+
+/// How a choice reads its worker's items.
+pub(super) enum Mode {
+    Tokens(Box<TokenState>),
+    Chunks,
+    Tensors,
+}
+
+/// The postprocessing state of a Tokens choice.
+pub(super) struct TokenState {
+    post: PostProcessor<ShardTokenizer>,
+    /// Output logprobs and the tokenizer naming their tokens, when the client asked.
+    logprobs: Option<(Logprobs, ShardTokenizer)>,
+    prompt_tokens: u32,
+    cached_tokens: Option<u32>,
+}
+
+impl TokenState {
+    pub(super) fn new(
+        tok: impl Fn() -> ShardTokenizer,
+        skip_special_tokens: bool,
+        stop: StopConditions,
+        prompt_tokens: u32,
+        logprobs: bool,
+    ) -> TokenState {
+        TokenState {
+            post: PostProcessor::new(tok(), skip_special_tokens, stop),
+            logprobs: logprobs.then(|| (Logprobs::default(), tok())),
+            prompt_tokens,
+            cached_tokens: None,
+        }
+    }
+
+    fn usage(&self) -> Usage {
+        Usage {
+            prompt_tokens: self.prompt_tokens,
+            completion_tokens: self.post.completion_tokens(),
+            // Absent unless the worker reported it (captures `p_lp`, `p_lp2`: no details).
+            cached_tokens: self.cached_tokens,
+        }
+    }
+
+    fn take_logprobs(&mut self) -> Vec<super::TokenLogprob> {
+        self.logprobs.as_mut().map(|(lp, _)| lp.take()).unwrap_or_default()
+    }
+
+    /// The events of text `text` and, when `finish` is set, of the choice's end.
+    fn emit(&mut self, choice: u32, text: String, finish: Option<Finish>) -> Step {
+        let delta = (!text.is_empty()).then(|| Event::Delta(Delta { choice, text, logprobs: self.take_logprobs() }));
+        let Some(reason) = finish else {
+            return delta.map_or(Step::Nothing, Step::One);
+        };
+        let end = Event::Finish { choice, reason, logprobs: self.take_logprobs(), usage: self.usage() };
+        match delta {
+            Some(d) => Step::Two(d, end),
+            None => Step::One(end),
+        }
+    }
+
+    fn on_event(&mut self, choice: u32, event: dispatch::Event, frame: &mut Option<Frame>) -> Result<Step, Error> {
+        match event {
+            None | Some(Ok(StreamEvent::CompleteFinal)) | Some(Ok(StreamEvent::Sentinel)) => {
+                let step = self.post.on_worker_finish(WorkerFinish::Stop).map_err(Error::internal)?;
+                let reason = step.finished.map_or(Finish::Stop, finish);
+                let text = step.text.to_string();
+                Ok(self.emit(choice, text, Some(reason)))
+            }
+            Some(Ok(StreamEvent::Item(StreamItem::Tokens(annotated)))) => {
+                if let Some(err) = annotated.error {
+                    return Err(worker_error(&err));
+                }
+                let Some(out) = annotated.data else { return Ok(Step::Nothing) };
+                if let Some(u) = &out.completion_usage {
+                    self.prompt_tokens = u.prompt_tokens;
+                    if let Some(c) = u.prompt_tokens_details.as_ref().and_then(|d| d.cached_tokens) {
+                        self.cached_tokens = Some(c);
+                    }
+                }
+                let arrived = Instant::now();
+                if let Some((lp, tok)) = &mut self.logprobs {
+                    lp.add(&out, tok);
+                }
+                let mut text = String::new();
+                let step = self.post.on_tokens(&out.token_ids).map_err(Error::internal)?;
+                text.push_str(step.text);
+                let mut reason = step.finished.map(finish);
+                if reason.is_none() {
+                    if let Some(r) = &out.finish_reason {
+                        let step = self.post.on_worker_finish(worker_finish(r)?).map_err(Error::internal)?;
+                        text.push_str(step.text);
+                        reason = Some(step.finished.map_or(Finish::Stop, finish));
+                    }
+                }
+                *frame = Some(Frame {
+                    tokens: out.token_ids.len(),
+                    arrived,
+                    prompt_tokens: self.prompt_tokens,
+                    decode: arrived.elapsed(),
+                });
+                Ok(self.emit(choice, text, reason))
+            }
+            Some(Ok(StreamEvent::Item(StreamItem::Json(_) | StreamItem::Tensor(_)))) => {
+                Err(Error::internal("a Tokens worker sent another kind of item"))
+            }
+            Some(Ok(_)) => Ok(Step::Nothing),
+            Some(Err(e)) => Err(e.into()),
+        }
+    }
+}
+
+/// The driver's word for why a sequence ended (Dynamo's mapping, docs/dynamo/request-plane.md
+/// §8.4: a cancelled stream counts as a stop).
+fn finish(f: FinishReason) -> Finish {
+    match f {
+        FinishReason::Eos(_) | FinishReason::StopToken(_) | FinishReason::StopString(_) => Finish::Stop,
+        FinishReason::Length => Finish::Length,
+        FinishReason::Worker(w) => match w {
+            WorkerFinish::Length => Finish::Length,
+            WorkerFinish::ContentFilter => Finish::ContentFilter,
+            WorkerFinish::Eos | WorkerFinish::Stop | WorkerFinish::Cancelled | WorkerFinish::Error => Finish::Stop,
+        },
+    }
+}
+
+fn worker_finish(r: &WireFinish) -> Result<WorkerFinish, Error> {
+    Ok(match r {
+        WireFinish::Eos => WorkerFinish::Eos,
+        WireFinish::Stop => WorkerFinish::Stop,
+        WireFinish::Length => WorkerFinish::Length,
+        WireFinish::Cancelled => WorkerFinish::Cancelled,
+        WireFinish::ContentFilter => WorkerFinish::ContentFilter,
+        WireFinish::Error(e) => return Err(Error::internal(e.clone())),
+    })
+}
+
+/// A worker's error item, kept as the cause of the [`Error`] it became: its class and its
+/// own (diagnostic) message. Clients of the OpenAI routes never see the message unless the
+/// worker marked it public; KServe shows `<class>: <message>` ([`worker_fault`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerFault {
+    /// The canonical class (`InvalidRequest`, `Unavailable`, …).
+    pub class: String,
+    pub message: String,
+}
+
+impl std::fmt::Display for WorkerFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.class, self.message)
+    }
+}
+
+impl std::error::Error for WorkerFault {}
+
+/// The worker's fault behind `e`, if it is one.
+pub fn worker_fault(e: &Error) -> Option<&WorkerFault> {
+    std::error::Error::source(e).and_then(|c| c.downcast_ref::<WorkerFault>())
+}
+
+/// The canonical class of a worker error: its `class`, else its legacy `error_type` (a name
+/// or `{"Backend": name}`), with the legacy names folded as Dynamo 1.6.1 folds them.
+fn error_class(e: &DynamoError) -> &str {
+    let raw = e.class.as_deref().or_else(|| match &e.error_type {
+        serde_json::Value::String(s) => Some(s.as_str()),
+        serde_json::Value::Object(o) => o.get("Backend").and_then(serde_json::Value::as_str),
+        _ => None,
+    });
+    match raw.unwrap_or("Internal") {
+        "InvalidArgument" => "InvalidRequest",
+        "CannotConnect" | "Disconnected" | "WorkerUnavailable" | "EngineShutdown" | "StreamIncomplete" => "Unavailable",
+        "ConnectionTimeout" | "ResponseTimeout" => "DeadlineExceeded",
+        "ResourceExhausted" | "WorkerOverloaded" => "CapacityExhausted",
+        "Unknown" => "Internal",
+        other => other,
+    }
+}
+
+/// The error a worker's error item stands for, answered as Dynamo 1.6.1 answers it: the
+/// status and generic text of its class, the worker's own message only where the worker
+/// marked it public (`public: {"type": "message", …}`).
+pub fn worker_error(e: &DynamoError) -> Error {
+    let class = error_class(e);
+    let (kind, text) = match class {
+        "InvalidRequest" => (Kind::BadRequest, "Invalid request"),
+        "Unauthenticated" => (Kind::Unauthorized, "Authentication required"),
+        "PermissionDenied" => (Kind::Forbidden, "Permission denied"),
+        "NotFound" => (Kind::NotFound, "Resource not found"),
+        "Conflict" => (Kind::Conflict, "Request conflict"),
+        "PayloadTooLarge" => (Kind::PayloadTooLarge, "Request payload too large"),
+        "UnsupportedMedia" => (Kind::UnsupportedMediaType, "Unsupported media type"),
+        "RateLimited" => (Kind::TooManyRequests, "Rate limit exceeded"),
+        "CapacityExhausted" => (Kind::Overloaded, "Service temporarily overloaded"),
+        "Unavailable" => (Kind::ServiceUnavailable, "Service temporarily unavailable"),
+        "BackendProtocol" => (Kind::BadGateway, "Bad gateway"),
+        "DeadlineExceeded" => (Kind::GatewayTimeout, "Request deadline exceeded"),
+        "NotImplemented" => (Kind::NotImplemented, "Operation not implemented"),
+        "Cancelled" => (Kind::ClientClosed, "Request cancelled"),
+        _ => (Kind::Internal, "Internal server error"),
+    };
+    let public = e
+        .public
+        .as_ref()
+        .filter(|p| p.get("type").and_then(serde_json::Value::as_str) == Some("message"))
+        .and_then(|p| p.get("message"))
+        .and_then(serde_json::Value::as_str);
+    let message = public.map_or_else(|| text.to_string(), str::to_string);
+    let fault = WorkerFault { class: class.to_string(), message: e.message.clone() };
+    Error::new(kind, message).with_side(crate::error::Side::Worker).with_cause(fault)
+}
+
+/// What one worker event produced.
+enum Step {
+    Nothing,
+    One(Event),
+    /// A frame's text and the choice's end.
+    Two(Event, Event),
+    /// The worker's stream is over (Text and Tensor choices).
+    End,
+}
+
+/// One worker request being answered.
+pub(super) struct Choice {
+    pub index: u32,
+    started: Started,
+    mode: Mode,
+    /// An event produced together with the previous one (a frame's text and its finish), or
+    /// the echoed prompt before anything else.
+    queued: Option<Event>,
+    done: bool,
+    frame: Option<Frame>,
+}
+
+impl Choice {
+    pub(super) fn new(index: u32, started: Started, mode: Mode, echo: Option<String>) -> Choice {
+        let queued = echo
+            .filter(|t| !t.is_empty())
+            .map(|text| Event::Delta(Delta { choice: index, text, logprobs: Vec::new() }));
+        Choice { index, started, mode, queued, done: false, frame: None }
+    }
+
+    /// Whether an event waits to be handed out without reading the worker.
+    pub(super) fn has_queued(&self) -> bool {
+        self.queued.is_some()
+    }
+
+    /// The request id the worker was sent.
+    pub(super) fn request_id(&self) -> &str {
+        &self.started.request_id
+    }
+
+    /// The next event; `None` once the choice is over. After [`Event::Finish`] or
+    /// [`Event::Error`] nothing more comes.
+    pub(super) async fn next(&mut self) -> Option<Event> {
+        if let Some(e) = self.queued.take() {
+            return Some(e);
+        }
+        if self.done {
+            return None;
+        }
+        loop {
+            let event = self.started.next().await;
+            let step = match &mut self.mode {
+                Mode::Tokens(t) => t.on_event(self.index, event, &mut self.frame),
+                Mode::Chunks => chunk(event),
+                Mode::Tensors => tensor(event),
+            };
+            match step {
+                Ok(Step::Nothing) => continue,
+                Ok(Step::One(e)) => {
+                    self.done = matches!(e, Event::Finish { .. });
+                    return Some(e);
+                }
+                Ok(Step::Two(a, b)) => {
+                    self.queued = Some(b);
+                    self.done = true;
+                    return Some(a);
+                }
+                Ok(Step::End) => {
+                    self.done = true;
+                    return None;
+                }
+                Err(e) => {
+                    self.done = true;
+                    return Some(Event::Error(e));
+                }
+            }
+        }
+    }
+
+    /// The metrics of the frame the last [`Choice::next`] read, once.
+    pub(super) fn take_frame(&mut self) -> Option<Frame> {
+        self.frame.take()
+    }
+}
+
+/// A Text choice's event: the worker's chunk objects.
+fn chunk(event: dispatch::Event) -> Result<Step, Error> {
+    match event {
+        None | Some(Ok(StreamEvent::CompleteFinal | StreamEvent::Sentinel)) => Ok(Step::End),
+        Some(Ok(StreamEvent::Item(StreamItem::Json(a)))) => {
+            if let Some(err) = a.error {
+                return Err(worker_error(&err));
+            }
+            Ok(a.data.map_or(Step::Nothing, |v| Step::One(Event::Chunk(v))))
+        }
+        Some(Ok(StreamEvent::Item(StreamItem::Tokens(_) | StreamItem::Tensor(_)))) => {
+            Err(Error::internal("a Text worker sent another kind of item"))
+        }
+        Some(Ok(_)) => Ok(Step::Nothing),
+        Some(Err(e)) => Err(e.into()),
+    }
+}
+
+/// A Tensor choice's event: the worker's responses.
+fn tensor(event: dispatch::Event) -> Result<Step, Error> {
+    match event {
+        None | Some(Ok(StreamEvent::CompleteFinal | StreamEvent::Sentinel)) => Ok(Step::End),
+        Some(Ok(StreamEvent::Item(StreamItem::Tensor(item)))) => {
+            if let Some(e) = &item.error {
+                return Err(worker_error(e));
+            }
+            if item.event.as_deref() == Some("error") {
+                return Err(Error::new(Kind::Internal, "the worker failed"));
+            }
+            Ok(item.data.map_or(Step::Nothing, |d| Step::One(Event::Tensor(Box::new(d)))))
+        }
+        Some(Ok(StreamEvent::Item(_))) => Err(Error::internal("a tensor worker sent another kind of item")),
+        Some(Ok(_)) => Ok(Step::Nothing),
+        Some(Err(e)) => Err(e.into()),
+    }
+}

@@ -1,0 +1,360 @@
+//! [`Generation`]: a started request's events, and the driver that starts it ([`start`]).
+//!
+//! A request becomes one worker request per choice: every prompt (one, or a batch) times the
+//! `n` samples asked for. Each is dispatched with its own request id (the sample's seed is
+//! the request's `seed + sample`, so `n` samples with a seed differ from each other and stay
+//! reproducible); `start` returns once every choice's worker has answered, so a failure
+//! before the first token is still an error the adapter can answer with a status.
+//!
+//! One choice is read in place. Several are read by one task each, which hands its events
+//! to the generation through a shard-local channel; the generation yields them in arrival
+//! order (each choice's own events in order) and, once every choice finished, the answer's
+//! [`Event::Done`]. Dropping the generation drops the channel, and each task drops its worker
+//! stream at its next event, which cancels the worker request.
+//!
+//! The generation owns the request's [`Tracker`]: TTFT, ITL and token counts per worker frame,
+//! then the outcome (done, error or cancelled) exactly once.
+
+use std::collections::VecDeque;
+use std::rc::Rc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use smallvec::SmallVec;
+
+use super::choice::{Choice, Frame, Mode, ShardTokenizer, TokenState};
+use super::dispatch::dispatch;
+use super::preprocess;
+use super::request::{AnnotationKind, InferRequest, Input};
+use super::resolve::{ModelKind, Resolved};
+use super::tracker::Tracker;
+use super::{Event, Usage};
+use crate::error::{Error, Kind};
+use crate::metrics::Outcome;
+use crate::shard::{local, ShardCtx};
+
+/// The events of a started request.
+pub struct Generation {
+    /// The first choice's worker request id (OpenAI adapters make the response id of it).
+    request_id: String,
+    /// Unix seconds when the generation started.
+    created: u64,
+    /// Events to hand out before reading the workers again (annotations, `Done`).
+    queue: VecDeque<Event>,
+    source: Source,
+    track: Tracker,
+    usage: Usage,
+    /// Prompts whose tokens `usage` counts already (by prompt index).
+    prompts_counted: SmallVec<[bool; 1]>,
+    /// Samples per prompt.
+    n: u32,
+    /// Choices not finished.
+    open: usize,
+    /// Token counts are ours (a Tokens model); Text and Tensor workers report their own.
+    counts_tokens: bool,
+    /// [`Event::Done`] was handed out and its success is not recorded yet: the adapter may
+    /// still find the answer unusable ([`Generation::fail`]); otherwise the success is
+    /// recorded when it reads past `Done` or drops the generation.
+    done_pending: bool,
+    ended: bool,
+}
+
+impl Drop for Generation {
+    fn drop(&mut self) {
+        self.record_done();
+    }
+}
+
+enum Source {
+    One(Box<Choice>),
+    Many(local::Receiver<(Event, Option<Frame>)>),
+}
+
+impl Generation {
+    /// The worker request id of the first choice.
+    pub fn request_id(&self) -> &str {
+        &self.request_id
+    }
+
+    /// Unix seconds when the generation started.
+    pub fn created(&self) -> u64 {
+        self.created
+    }
+
+    /// How many prompts the request had (choices are numbered `prompt * n + sample`).
+    pub fn prompts(&self) -> usize {
+        self.prompts_counted.len()
+    }
+
+    /// Samples per prompt (`n`).
+    pub fn samples(&self) -> u32 {
+        self.n
+    }
+
+    /// Whether [`Generation::next`] has an event without waiting for a worker (an adapter
+    /// writing a stream sends what it has rendered only when nothing more is ready).
+    pub fn ready(&self) -> bool {
+        !self.queue.is_empty() || matches!(&self.source, Source::One(c) if c.has_queued())
+    }
+
+    /// The client went away: counted in `disconnected_clients`; drop the generation next
+    /// (the request then counts as cancelled and its workers are sent `kill`).
+    pub fn client_gone(&self) {
+        self.track.client_gone();
+    }
+
+    /// The adapter found the answer unusable (a worker response it cannot convert): the
+    /// request ends as failed, and its workers are cancelled.
+    pub fn fail(mut self, e: &Error) {
+        self.ended = true;
+        self.done_pending = false;
+        self.track.fail(e);
+    }
+
+    /// Record the success of a generation whose `Done` was handed out.
+    fn record_done(&mut self) {
+        if std::mem::take(&mut self.done_pending) {
+            let usage = self.counts_tokens.then_some(&self.usage);
+            self.track.finish(Outcome::Success, usage);
+        }
+    }
+
+    /// The next event; `None` after [`Event::Done`] or [`Event::Error`].
+    pub async fn next(&mut self) -> Option<Event> {
+        if let Some(e) = self.queue.pop_front() {
+            return Some(e);
+        }
+        if self.ended {
+            self.record_done();
+            return None;
+        }
+        let (event, frame) = match &mut self.source {
+            Source::One(c) => {
+                let e = c.next().await;
+                (e, c.take_frame())
+            }
+            Source::Many(rx) => match rx.recv().await {
+                Some((e, f)) => (Some(e), f),
+                None => (None, None),
+            },
+        };
+        if let Some(f) = frame {
+            self.track.tokens(f.arrived, f.tokens, f.prompt_tokens);
+            self.track.detokenized(f.decode);
+        }
+        match event {
+            // Text and tensor choices end with their worker's stream.
+            None => Some(self.done()),
+            Some(Event::Finish { choice, reason, logprobs, usage }) => {
+                self.count(choice, &usage);
+                self.open = self.open.saturating_sub(1);
+                if self.open == 0 {
+                    let done = self.done();
+                    self.queue.push_back(done);
+                }
+                Some(Event::Finish { choice, reason, logprobs, usage })
+            }
+            Some(Event::Error(e)) => {
+                self.ended = true;
+                self.track.fail(&e);
+                Some(Event::Error(e))
+            }
+            Some(other) => Some(other),
+        }
+    }
+
+    /// Add a finished choice's counts: its prompt once per prompt, its completion always.
+    fn count(&mut self, choice: u32, u: &Usage) {
+        let prompt = (choice / self.n.max(1)) as usize;
+        if !std::mem::replace(&mut self.prompts_counted[prompt], true) {
+            self.usage.prompt_tokens += u.prompt_tokens;
+            if let Some(c) = u.cached_tokens {
+                *self.usage.cached_tokens.get_or_insert(0) += c;
+            }
+        }
+        self.usage.completion_tokens += u.completion_tokens;
+    }
+
+    /// The end of a successful generation. Its success is recorded once the adapter has
+    /// taken it (next read or drop), which an adapter writing a stream does right after
+    /// handing over its last bytes, before they reach the socket: a scrape after them sees it.
+    fn done(&mut self) -> Event {
+        self.ended = true;
+        self.done_pending = true;
+        Event::Done(self.usage)
+    }
+}
+
+/// Resolve's result in hand: preprocess, route and dispatch every choice of `req`.
+pub(super) async fn start(ctx: &Rc<ShardCtx>, resolved: Resolved, mut req: InferRequest) -> Result<Generation, Error> {
+    let mut track = Tracker::start(ctx, &resolved.model, req.endpoint, req.stream);
+    let counts_tokens = matches!(resolved.kind(), ModelKind::Tokens(_));
+    match choices(ctx, &resolved, &mut req, &track).await {
+        Ok((choices, annotations)) => {
+            let n = u32::from(req.choices.max(1));
+            let prompts = (choices.len() / n as usize).max(1);
+            Ok(Generation::new(choices, annotations, track, n, prompts, counts_tokens))
+        }
+        Err(e) => {
+            track.fail(&e);
+            Err(e)
+        }
+    }
+}
+
+impl Generation {
+    fn new(
+        mut choices: Vec<Choice>,
+        annotations: VecDeque<Event>,
+        track: Tracker,
+        n: u32,
+        prompts: usize,
+        counts_tokens: bool,
+    ) -> Generation {
+        let request_id = choices.first().map(|c| c.request_id().to_string()).unwrap_or_default();
+        let mut annotations = annotations;
+        if let Some(Event::Annotation { kind: AnnotationKind::RequestId, text }) = annotations.front_mut() {
+            text.clone_from(&request_id);
+        }
+        let open = choices.len();
+        let source = if choices.len() == 1 {
+            Source::One(Box::new(choices.pop().expect("one choice")))
+        } else {
+            let (tx, rx) = local::channel();
+            for mut c in choices {
+                let tx = tx.clone();
+                monoio::spawn(async move {
+                    while let Some(e) = c.next().await {
+                        let last = matches!(e, Event::Finish { .. } | Event::Error(_));
+                        if tx.send((e, c.take_frame())).is_err() || last {
+                            return;
+                        }
+                    }
+                });
+            }
+            Source::Many(rx)
+        };
+        Generation {
+            request_id,
+            created: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+            queue: annotations,
+            source,
+            track,
+            usage: Usage::default(),
+            prompts_counted: smallvec::smallvec![false; prompts],
+            n,
+            open,
+            counts_tokens,
+            done_pending: false,
+            ended: false,
+        }
+    }
+}
+
+/// Every choice of `req`, started, and the annotation events to yield first.
+async fn choices(
+    ctx: &Rc<ShardCtx>,
+    resolved: &Resolved,
+    req: &mut InferRequest,
+    track: &Tracker,
+) -> Result<(Vec<Choice>, VecDeque<Event>), Error> {
+    let model = &resolved.model;
+    let serving = &resolved.serving;
+    let mut annotations = VecDeque::new();
+    match resolved.kind() {
+        ModelKind::Tensor(_) => {
+            let Input::Tensor(wire) = std::mem::replace(&mut req.input, Input::Prompts(SmallVec::new())) else {
+                // Dynamo 1.6.1 answers 404 too (its OpenAI routes know no tensor model).
+                return Err(Error::new(
+                    Kind::NotFound,
+                    format!(
+                        "Model '{model}' is a tensor model: it is served over KServe gRPC only (--kserve-grpc-server)"
+                    ),
+                ));
+            };
+            let mut wire = *wire;
+            let started = dispatch(ctx, model, serving, req.pinned, &mut wire).await?;
+            Ok((vec![Choice::new(0, started, Mode::Tensors, None)], annotations))
+        }
+        ModelKind::Text => {
+            let Some(body) = req.forward.take() else {
+                return Err(Error::new(Kind::NotFound, format!("Model '{model}' cannot serve this kind of request")));
+            };
+            // Already parsed and validated by the adapter; this is the object as sent.
+            let mut v = serde_json::from_slice::<serde_json::Value>(&body)
+                .map_err(|e| Error::new(Kind::BadRequest, format!("Failed to deserialize the JSON body: {e}")))?;
+            let started = dispatch(ctx, model, serving, req.pinned, &mut v).await?;
+            Ok((vec![Choice::new(0, started, Mode::Chunks, None)], annotations))
+        }
+        ModelKind::Tokens(tokens) => {
+            let asked = AnnotationKind::asked(&req.annotations);
+            let keep_formatted = asked.contains(&AnnotationKind::FormattedPrompt);
+            let prepared = preprocess::tokens(ctx, tokens, serving, req, keep_formatted, track).await?;
+            for &kind in &asked {
+                match kind {
+                    // Known once the request is dispatched: `Generation::new` adds it.
+                    AnnotationKind::RequestId => {}
+                    AnnotationKind::TokenIds => {
+                        for p in &prepared.prompts {
+                            let text = serde_json::to_string(&p.wire.token_ids).unwrap_or_default();
+                            annotations.push_back(Event::Annotation { kind, text });
+                        }
+                    }
+                    AnnotationKind::FormattedPrompt => {
+                        if let Some(text) = &prepared.formatted {
+                            annotations.push_back(Event::Annotation { kind, text: text.clone() });
+                        }
+                    }
+                }
+            }
+            if asked.contains(&AnnotationKind::RequestId) {
+                annotations.push_front(Event::Annotation { kind: AnnotationKind::RequestId, text: String::new() });
+            }
+            let n = u32::from(req.choices.max(1));
+            let tok = || ShardTokenizer { tokenizers: tokens.tokenizers.clone(), shard: ctx.id };
+            let state = |prompt_tokens: u32| {
+                Mode::Tokens(Box::new(TokenState::new(
+                    tok,
+                    req.stops.skip_special_tokens,
+                    prepared.stop.clone(),
+                    prompt_tokens,
+                    req.logprobs,
+                )))
+            };
+            if prepared.prompts.len() == 1 && n == 1 {
+                let mut p = prepared.prompts.into_iter().next().expect("one prompt");
+                let prompt_tokens = p.wire.token_ids.len() as u32;
+                let started = dispatch(ctx, model, serving, req.pinned, &mut p.wire).await?;
+                return Ok((vec![Choice::new(0, started, state(prompt_tokens), p.echo)], annotations));
+            }
+            // Several choices: dispatched side by side, each on its own task.
+            let mut pending = Vec::new();
+            for (i, p) in prepared.prompts.iter().enumerate() {
+                for sample in 0..n {
+                    let mut wire = p.wire.clone();
+                    if let Some(seed) = wire.sampling_options.seed.as_mut() {
+                        *seed = seed.wrapping_add(i64::from(sample));
+                    }
+                    let index = i as u32 * n + sample;
+                    let (ctx, serving, model, pinned) = (ctx.clone(), serving.clone(), model.clone(), req.pinned);
+                    let handle = monoio::spawn(async move {
+                        let r = dispatch(&ctx, &model, &serving, pinned, &mut wire).await;
+                        (r, wire.token_ids.len() as u32)
+                    });
+                    pending.push((index, handle, p.echo.clone()));
+                }
+            }
+            let mut out = Vec::with_capacity(pending.len());
+            let mut failed = None;
+            for (index, handle, echo) in pending {
+                match handle.await {
+                    (Ok(started), prompt_tokens) => out.push(Choice::new(index, started, state(prompt_tokens), echo)),
+                    (Err(e), _) => failed = failed.or(Some(e)),
+                }
+            }
+            match failed {
+                Some(e) => Err(e),
+                None => Ok((out, annotations)),
+            }
+        }
+    }
+}

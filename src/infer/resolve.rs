@@ -1,0 +1,50 @@
+//! Stage 1, resolve: the model a request names, in the shard's Registry snapshot.
+//!
+//! Unknown: 404 `Model not found`. Known but without a live worker: 503 `Model `x` is not
+//! ready to serve requests yet` (Dynamo 1.6.1's texts). The one place that looks a model up
+//! for inference; adapters that must know the model's kind before building their request
+//! (KServe's tensor models) call it first and then [`super::run_resolved`].
+
+use std::sync::Arc;
+
+use crate::error::{Error, Kind};
+use crate::registry::{Registry, Serving, TensorModel, TokensModel};
+
+/// What serves a resolved model.
+#[derive(Clone, Debug)]
+pub struct Resolved {
+    pub model: String,
+    pub serving: Arc<Serving>,
+}
+
+/// The kind of input a model's workers take.
+pub enum ModelKind<'a> {
+    /// `model_input = Tokens`: the frontend templates and tokenizes.
+    Tokens(&'a TokensModel),
+    /// `model_input = Text`: the client's request object is forwarded as is.
+    Text,
+    /// `model_input = Tensor`: tensors in, tensors out (KServe only).
+    Tensor(&'a Arc<TensorModel>),
+}
+
+impl Resolved {
+    pub fn kind(&self) -> ModelKind<'_> {
+        match (&self.serving.tensor, &self.serving.tokens) {
+            (Some(t), _) => ModelKind::Tensor(t),
+            (None, Some(t)) => ModelKind::Tokens(t),
+            (None, None) => ModelKind::Text,
+        }
+    }
+}
+
+/// Find `model` in `registry`, with at least one worker.
+pub fn resolve(registry: &Registry, model: &str) -> Result<Resolved, Error> {
+    let serving = registry.serving.get(model).ok_or_else(|| Error::new(Kind::NotFound, "Model not found"))?;
+    if serving.workers.is_empty() {
+        return Err(Error::new(
+            Kind::ServiceUnavailable,
+            format!("Model `{model}` is not ready to serve requests yet"),
+        ));
+    }
+    Ok(Resolved { model: model.to_string(), serving: serving.clone() })
+}

@@ -1,0 +1,298 @@
+//! A [`Generation`]'s events rendered as OpenAI answers: one JSON body, or SSE events written
+//! as they come ([`super::response`] holds the byte shapes).
+//!
+//! * Tokens models: deltas become text (per choice index), a choice's finish its
+//!   `finish_reason`, [`Event::Done`] the usage; a stream ends with the usage chunk (with
+//!   `stream_options.include_usage`) and `data: [DONE]`.
+//! * Text models: the worker's chunk objects, read into Dynamo's chunk types and written back
+//!   in their key order, relayed as SSE events or folded into one answer
+//!   ([`super::chunks`]).
+//! * Annotations the request asked for come first, as named SSE events.
+//!
+//! An error before the stream started is the adapter's error return (a status); after, an SSE
+//! error event and `[DONE]`. The client going away (the stream's receiver dropped) drops the
+//! generation, which cancels its workers.
+
+use bytes::Bytes;
+use smallvec::SmallVec;
+
+use super::chunks::{ChatAggregate, ChatChunk, CompletionAggregate, CompletionChunk};
+use super::logprobs as lp;
+use super::response::{self as body, Meta};
+use crate::error::Error;
+use crate::infer::{Event, Finish, Generation, TokenLogprob, Usage};
+use crate::shard::local;
+
+/// Which API the request came in on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Api {
+    Chat,
+    Completions,
+}
+
+/// What the answer looks like, besides its events.
+#[derive(Clone, Debug)]
+pub struct Shape {
+    pub api: Api,
+    /// The model name the client asked for (the answer's `model`).
+    pub model: String,
+    /// `stream_options.include_usage`.
+    pub include_usage: bool,
+}
+
+/// The OpenAI `finish_reason`.
+pub fn finish_reason(f: Finish) -> &'static str {
+    match f {
+        Finish::Stop => "stop",
+        Finish::Length => "length",
+        Finish::ContentFilter => "content_filter",
+    }
+}
+
+/// The response id: `chatcmpl-<request id>` or `cmpl-<request id>`.
+fn response_id(api: Api, gen: &Generation) -> String {
+    match api {
+        Api::Chat => format!("chatcmpl-{}", gen.request_id()),
+        Api::Completions => format!("cmpl-{}", gen.request_id()),
+    }
+}
+
+/// The logprobs of `tokens` in `api`'s shape; `None` when there are none.
+fn render_logprobs(api: Api, tokens: &[TokenLogprob]) -> Option<Vec<u8>> {
+    if tokens.is_empty() {
+        return None;
+    }
+    let mut out = Vec::with_capacity(128 * tokens.len());
+    match api {
+        Api::Chat => lp::chat(&mut out, tokens),
+        Api::Completions => lp::completion(&mut out, tokens),
+    }
+    Some(out)
+}
+
+/// One choice of a whole answer, as it accumulates.
+#[derive(Default)]
+struct Whole {
+    text: String,
+    finish: Option<Finish>,
+    logprobs: Vec<TokenLogprob>,
+}
+
+/// The whole answer, once the generation is done.
+pub async fn whole(shape: &Shape, mut gen: Generation) -> Result<Vec<u8>, Error> {
+    let mut choices: SmallVec<[Whole; 1]> = SmallVec::new();
+    let at = |choices: &mut SmallVec<[Whole; 1]>, i: u32| -> usize {
+        let i = i as usize;
+        if choices.len() <= i {
+            choices.resize_with(i + 1, Whole::default);
+        }
+        i
+    };
+    let (mut chat, mut cmpl) = (ChatAggregate::default(), CompletionAggregate::default());
+    let mut relayed = false;
+    let usage = loop {
+        match gen.next().await {
+            Some(Event::Delta(d)) => {
+                let i = at(&mut choices, d.choice);
+                choices[i].text.push_str(&d.text);
+                choices[i].logprobs.extend(d.logprobs);
+            }
+            Some(Event::Finish { choice, reason, logprobs, .. }) => {
+                let i = at(&mut choices, choice);
+                choices[i].finish = Some(reason);
+                choices[i].logprobs.extend(logprobs);
+            }
+            Some(Event::Chunk(v)) => {
+                relayed = true;
+                let parsed = match shape.api {
+                    Api::Chat => serde_json::from_value(v).map(|c| chat.add(c)),
+                    Api::Completions => serde_json::from_value(v).map(|c| cmpl.add(c)),
+                };
+                parsed.map_err(|e| Error::internal(format!("worker chunk: {e}")))?;
+            }
+            Some(Event::Done(usage)) => break usage,
+            Some(Event::Error(e)) => return Err(e),
+            Some(Event::Annotation { .. }) => {}
+            Some(Event::Tensor(_)) => return Err(Error::internal("a tensor response on an OpenAI route")),
+            None => return Err(Error::internal("the generation ended without an answer")),
+        }
+    };
+    if relayed {
+        let out = match shape.api {
+            Api::Chat => chat.finish().map(|a| serde_json::to_vec(&a)),
+            Api::Completions => cmpl.finish().map(|a| serde_json::to_vec(&a)),
+        };
+        return match out {
+            Some(Ok(bytes)) => Ok(bytes),
+            Some(Err(e)) => Err(Error::internal(e.to_string())),
+            None => Err(Error::internal("the worker's stream ended without a chunk")),
+        };
+    }
+    let id = response_id(shape.api, &gen);
+    let created = gen.created();
+    drop(gen);
+    let meta = Meta::new(&id, created, &shape.model);
+    let parts: SmallVec<[body::Choice<'_>; 1]> = choices
+        .iter()
+        .enumerate()
+        .map(|(i, c)| body::Choice {
+            index: i as u32,
+            text: &c.text,
+            finish_reason: c.finish.map(finish_reason),
+            logprobs: render_logprobs(shape.api, &c.logprobs),
+        })
+        .collect();
+    let text_len: usize = choices.iter().map(|c| c.text.len()).sum();
+    let mut out = Vec::with_capacity(text_len + 256 * parts.len());
+    match shape.api {
+        Api::Chat => body::chat_completion_choices(&mut out, &meta, &parts, &usage),
+        Api::Completions => body::completion_choices(&mut out, &meta, &parts, &usage),
+    }
+    Ok(out)
+}
+
+/// Write the generation's events to `tx` as SSE events until it ends or the client leaves.
+pub async fn stream(shape: Shape, mut gen: Generation, tx: local::Sender<Bytes>) {
+    let id = response_id(shape.api, &gen);
+    let meta = Meta::new(&id, gen.created(), &shape.model);
+    // A batch of prompts: each prompt's chunks carry `<id>-<prompt>` (the usage chunk the
+    // bare id), as 1.6.1 names them.
+    let ids: Vec<String> = match gen.prompts() {
+        1 => Vec::new(),
+        n => (0..n).map(|p| format!("{id}-{p}")).collect(),
+    };
+    let metas: Vec<Meta<'_>> = ids.iter().map(|i| Meta::new(i, gen.created(), &shape.model)).collect();
+    let samples = gen.samples().max(1);
+    let meta_of = |choice: u32| metas.get((choice / samples) as usize).unwrap_or(&meta);
+    // Per choice: whether its first chunk was sent (chat's first delta carries the role).
+    let mut started: SmallVec<[bool; 1]> = SmallVec::new();
+    // A chunk is its text plus ~170 bytes of JSON around the id and the model name: sized
+    // once, so writing a chunk does not grow its buffer step by step.
+    let chunk_capacity = 192 + id.len() + shape.model.len();
+    let mut out = Vec::with_capacity(chunk_capacity);
+    loop {
+        let event = gen.next().await;
+        if tx.is_closed() {
+            gen.client_gone();
+            return; // dropping the generation sends `kill`
+        }
+        let end = match event {
+            Some(Event::Delta(d)) => {
+                let first = first_chunk(&mut started, d.choice);
+                let lp = render_logprobs(shape.api, &d.logprobs);
+                let m = meta_of(d.choice);
+                match shape.api {
+                    Api::Chat => body::chat_chunk_at(&mut out, m, d.choice, Some(&d.text), first, None, lp.as_deref()),
+                    Api::Completions => {
+                        body::completion_chunk_at(&mut out, m, d.choice, Some(&d.text), None, None, lp.as_deref())
+                    }
+                }
+                false
+            }
+            Some(Event::Finish { choice, reason, logprobs, .. }) => {
+                let first = first_chunk(&mut started, choice);
+                let lp = render_logprobs(shape.api, &logprobs);
+                let reason = Some(finish_reason(reason));
+                let m = meta_of(choice);
+                match shape.api {
+                    Api::Chat => body::chat_chunk_at(&mut out, m, choice, None, first, reason, lp.as_deref()),
+                    Api::Completions => {
+                        body::completion_chunk_at(&mut out, m, choice, Some(""), reason, None, lp.as_deref())
+                    }
+                }
+                false
+            }
+            Some(Event::Done(usage)) => {
+                done(&mut out, &shape, &meta, &usage);
+                true
+            }
+            Some(Event::Chunk(v)) => {
+                if let Err(e) = relay(&mut out, shape.api, v) {
+                    error(&mut out, &e);
+                    true
+                } else {
+                    false
+                }
+            }
+            Some(Event::Annotation { kind, text }) => {
+                annotation(&mut out, kind.name(), &text);
+                false
+            }
+            Some(Event::Error(e)) => {
+                error(&mut out, &e);
+                true
+            }
+            Some(Event::Tensor(_)) | None => {
+                error(&mut out, &Error::internal("the generation ended without an answer"));
+                true
+            }
+        };
+        if end {
+            let _ = tx.send(out.into());
+            return;
+        }
+        // Send what is rendered once nothing more is ready (a choice's finish and the usage
+        // that follows go out together).
+        if !gen.ready() && !out.is_empty() {
+            let full = std::mem::replace(&mut out, Vec::with_capacity(chunk_capacity));
+            if tx.send(full.into()).is_err() {
+                gen.client_gone();
+                return;
+            }
+        }
+    }
+}
+
+/// Whether this is `choice`'s first chunk (and remember that it was sent).
+fn first_chunk(started: &mut SmallVec<[bool; 1]>, choice: u32) -> bool {
+    let i = choice as usize;
+    if started.len() <= i {
+        started.resize(i + 1, false);
+    }
+    !std::mem::replace(&mut started[i], true)
+}
+
+/// The end of a Tokens stream: the usage chunk when asked for, then `[DONE]`.
+fn done(out: &mut Vec<u8>, shape: &Shape, meta: &Meta<'_>, usage: &Usage) {
+    if shape.include_usage {
+        match shape.api {
+            Api::Chat => body::chat_usage_chunk(out, meta, usage),
+            Api::Completions => body::completion_chunk(out, meta, None, None, Some(usage), None),
+        }
+    }
+    out.extend_from_slice(body::DONE);
+}
+
+/// An error event, then `[DONE]`.
+fn error(out: &mut Vec<u8>, e: &Error) {
+    body::stream_error(out, e.message(), e.kind().openai_stream_type(), e.status());
+    out.extend_from_slice(body::DONE);
+}
+
+/// A Text worker's chunk, in Dynamo's chunk type of `api`.
+fn relay(out: &mut Vec<u8>, api: Api, v: serde_json::Value) -> Result<(), Error> {
+    let mark = out.len();
+    out.extend_from_slice(b"data: ");
+    let written = match api {
+        Api::Chat => serde_json::from_value::<ChatChunk>(v).and_then(|c| serde_json::to_writer(&mut *out, &c)),
+        Api::Completions => {
+            serde_json::from_value::<CompletionChunk>(v).and_then(|c| serde_json::to_writer(&mut *out, &c))
+        }
+    };
+    if let Err(e) = written {
+        out.truncate(mark);
+        return Err(Error::internal(format!("worker chunk: {e}")));
+    }
+    out.extend_from_slice(b"\n\n");
+    Ok(())
+}
+
+/// An annotation the request asked for, as 1.6.1 sends it: a named SSE event whose value is
+/// a comment line holding a JSON string (`event: token_ids` / `: "[1,2]"`).
+fn annotation(out: &mut Vec<u8>, name: &str, text: &str) {
+    out.extend_from_slice(b"event: ");
+    out.extend_from_slice(name.as_bytes());
+    out.extend_from_slice(b"\n: ");
+    body::json_string(out, text);
+    out.extend_from_slice(b"\n\n");
+}

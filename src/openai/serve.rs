@@ -1,0 +1,84 @@
+//! The OpenAI adapter: `/v1/chat/completions` and `/v1/completions` bodies in, answers out.
+//!
+//! 1. parse and validate the body in Dynamo 1.6.1's order ([`super::parse_chat`] /
+//!    [`super::parse_completion`]), a refusal counted as 1.6.1 counts it;
+//! 2. turn the request into the driver's [`crate::infer::InferRequest`] ([`super::to_infer`]);
+//! 3. [`crate::infer::run`] it;
+//! 4. render its events ([`super::answer`]): one JSON body, or SSE events on a stream.
+//!
+//! HTTP is not known here: the caller (the service) turns an [`Answer`] or an error into a
+//! response, and gives the worker a request names in its headers.
+
+use std::rc::Rc;
+
+use bytes::Bytes;
+
+pub use super::answer::Api;
+use super::answer::{self, Shape};
+use super::to_infer;
+use crate::error::Error;
+use crate::metrics::Endpoint;
+use crate::shard::{local, ShardCtx};
+
+/// An OpenAI answer.
+pub enum Answer {
+    /// One JSON body.
+    Json(Vec<u8>),
+    /// SSE events, written as they come.
+    Stream(local::Receiver<Bytes>),
+}
+
+/// Answer one request. `pinned`: the worker the request's headers name (they win over
+/// `nvext.backend_instance_id`), or the error of a header that names none.
+pub async fn serve(
+    ctx: &Rc<ShardCtx>,
+    api: Api,
+    body: &Bytes,
+    pinned: Result<Option<u64>, Error>,
+) -> Result<Answer, Error> {
+    let parsed = match api {
+        Api::Chat => super::parse_chat(body).and_then(|r| to_infer::chat(r, body)),
+        Api::Completions => super::parse_completion(body).and_then(|r| to_infer::completion(r, body)),
+    };
+    let (req, include_usage) = match parsed.and_then(|r| pinned.map(|p| (r, p))) {
+        Ok(((mut r, include_usage), p)) => {
+            if let Some(id) = p {
+                // A worker named by header is both the target and the decode worker.
+                r.pinned = Some(id);
+                r.routing.backend_instance_id = Some(id);
+                r.routing.decode_worker_id = Some(id);
+            }
+            (r, include_usage)
+        }
+        Err(e) => {
+            rejected(ctx, api, body, &e);
+            return Err(e);
+        }
+    };
+    let shape = Shape { api, model: req.model.clone(), include_usage };
+    let stream = req.stream;
+    let gen = crate::infer::run(ctx, req).await?;
+    if stream {
+        let (tx, rx) = local::channel::<Bytes>();
+        monoio::spawn(answer::stream(shape, gen, tx));
+        return Ok(Answer::Stream(rx));
+    }
+    answer::whole(&shape, gen).await.map(Answer::Json)
+}
+
+/// Count a request refused before it reached the driver, labelled with its model when that
+/// is served (as Dynamo).
+fn rejected(ctx: &Rc<ShardCtx>, api: Api, body: &[u8], e: &Error) {
+    #[derive(serde::Deserialize)]
+    struct Peek {
+        model: Option<String>,
+        stream: Option<bool>,
+    }
+    let peek = serde_json::from_slice::<Peek>(body).ok();
+    let stream = peek.as_ref().and_then(|p| p.stream).unwrap_or(false);
+    let endpoint = match api {
+        Api::Chat => Endpoint::ChatCompletions,
+        Api::Completions => Endpoint::Completions,
+    };
+    crate::infer::rejected(ctx, endpoint, peek.as_ref().and_then(|p| p.model.as_deref()), stream, e);
+}

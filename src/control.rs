@@ -28,10 +28,10 @@ use crate::discovery::mem::MemStore;
 use crate::discovery::records::{Codec as CardCodec, ModelInput};
 use crate::discovery::records::{EventChannelRecord, EventTransport};
 use crate::discovery::{watch, Snapshot, Source};
+use crate::ingest::recovery::Target;
+use crate::ingest::Publishers;
 use crate::plane::payload::Codec;
 use crate::registry::{CardLimits, Registry, Serving, TokensModel, Worker};
-use crate::router::kv::ingest::Publishers;
-use crate::router::kv::recovery::Target;
 use crate::shard::Server;
 use crate::tokenize::ModelFiles;
 

@@ -6,35 +6,40 @@
 //! |---|---|---|
 //! | [`config`] | every `dynamo.frontend` flag and `DYN_*` variable, validation, `--dump-config-to` | main thread, once |
 //! | [`shard`] | pinned shard threads, their monoio runtimes, listeners, inboxes, shutdown gates | shards |
-//! | [`http1`] | HTTP/1.1 parsing, framing, responses, the connection loop (parsers do no I/O) | shards |
-//! | [`h2`] | HTTP/2 (h2c) beside HTTP/1.1 on the same port: protocol detection, the connection loop, flow control | shards |
-//! | [`kserve`] | KServe v2 gRPC: protobuf messages, gRPC framing and statuses, metadata, ModelInfer, ModelStreamInfer | shards |
-//! | [`service`] | the route table, ops routes (`/health`, `/live`, `/metrics`, `/v1/models`, `/openapi.json`), inference routes | shards |
-//! | [`openai`] | OpenAI request types; Dynamo's validation order and messages | shards |
-//! | [`tokenize`] | model files, HF-exact chat templates, tokenizer, detokenizer, stop handling | shards (+ helper thread for long prompts) |
-//! | [`plane`] | Dynamo's TCP request plane wire formats: frames, acks, response stream, payloads (no I/O) | shards |
+//! | [`http1`], [`h2`] | HTTP/1.1 and HTTP/2 (h2c) on the same port: parsing, framing, connection loops | shards |
+//! | [`service`] | the route table, ops routes, the h2 handler: HTTP → an adapter | shards |
+//! | [`openai`], [`kserve`] | protocol adapters: requests → [`infer::InferRequest`], events → their answers | shards |
+//! | [`infer`] | the one driver: resolve → preprocess → route/dispatch → postprocess; typed events; the tracker | shards |
+//! | [`tokenize`] | model files, HF-exact chat templates, tokenizer, detokenizer, stop handling | shards (+ helper thread) |
+//! | [`router`] | the per-shard worker choice; the kv index replica and selection | shards |
+//! | [`transport`] | the request-plane client and call-back listener (sockets) | shards |
+//! | [`plane`] | Dynamo's wire formats: frames, payloads, items, KV event messages (no I/O) | any |
 //! | [`metrics`] | per-shard collectors, merged at scrape time; Prometheus text | shards |
-//! | [`registry`] | the immutable snapshot of served models and instances handed to shards | built off-shard, read on shards |
-//! | [`discovery`] | Dynamo's file discovery store → live instances and model cards → Registry | control thread |
-//! | [`worker`] | in-tree mock worker speaking Dynamo's request plane (tests, benches) | its own std threads |
+//! | [`registry`] | the immutable snapshot of served models handed to shards | built off-shard, read on shards |
+//! | [`discovery`], [`control`] | etcd / file / mem stores → model cards → Registry snapshots | control thread |
+//! | [`ingest`] | the event-ingest thread: KV events, recovery, replica sync → rings | ingest thread |
+//! | [`worker`] | the in-tree mock worker (tests, benches, the embedded demo) | its own std threads |
 //! | [`bench`] | `switchyard bench`: the latency benchmark client (its own process) | one monoio thread |
 //! | [`error`] | the one error type: kind, side, retry; status mapping in one place | everywhere |
 //!
 //! A request's way: `shard` accepts → `h2::detect` reads the first bytes → `http1::conn` (or
-//! `h2::conn`, with gRPC calls going to `kserve`) frames the request → `service::Frontend`
-//! routes it → a handler answers → `http1::response` writes it → `metrics` counts it.
-//! What crosses cores: inbox messages (metrics snapshots for a scrape, Registry snapshots,
-//! shutdown). Nothing on the request path takes a lock.
+//! `h2::conn`, gRPC calls going to `kserve`) frames the request → `service::Frontend` routes it
+//! → an adapter (`openai`, `kserve`) makes an `InferRequest` → `infer::run` → its events are
+//! rendered → `http1::response` writes them → `metrics` counts it (see
+//! docs/request-lifecycle.md). The walls between these modules are listed in
+//! docs/architecture.md and checked by `tests/layering.rs`. What crosses cores: inbox
+//! messages (metrics snapshots for a scrape, Registry snapshots, shutdown) and the kv
+//! rings. Nothing on the request path takes a lock.
 
 pub mod bench;
 pub mod config;
 pub mod control;
 pub mod discovery;
-pub mod embedded;
 pub mod error;
 pub mod h2;
 pub mod http1;
 pub mod infer;
+pub mod ingest;
 pub mod kserve;
 pub mod log;
 pub mod metrics;
@@ -45,6 +50,7 @@ pub mod router;
 pub mod service;
 pub mod shard;
 pub mod tokenize;
+pub mod transport;
 pub mod util;
 pub mod worker;
 

@@ -10,12 +10,11 @@
 
 use std::sync::Arc;
 
-use switchyard::config::{self, Action};
+use switchyard::config::{self, Action, Discovery};
 use switchyard::control::{Backend, Control};
 use switchyard::discovery::announce::{Announcer, Channel, Store};
+use switchyard::ingest::peers::{SyncOut, SyncSetup};
 use switchyard::log;
-use switchyard::router::kv::peers::{SyncOut, SyncSetup};
-use switchyard::shard::Server;
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -57,7 +56,7 @@ fn main() {
     }
 
     let signals = block_termination_signals();
-    let server = match Server::start(cfg.clone()) {
+    let server = match switchyard::service::start(cfg.clone()) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("switchyard: error: {e}");
@@ -71,8 +70,8 @@ fn main() {
         server.drivers.first().copied().unwrap_or("?")
     ));
     let mut embedded = None;
-    let backend = match cfg.parsed.get("discovery_backend").as_str() {
-        Some("file") => {
+    let backend = match cfg.discovery {
+        Discovery::File => {
             let Some(root) = std::env::var_os("DYN_FILE_KV") else {
                 eprintln!("switchyard: error: --discovery-backend file needs DYN_FILE_KV (the store's directory)");
                 server.shutdown();
@@ -81,7 +80,7 @@ fn main() {
             log::info(&format!("discovery: file store {}", std::path::Path::new(&root).display()));
             Some(Backend::File(root.into()))
         }
-        Some("etcd") => {
+        Discovery::Etcd => {
             let endpoints = std::env::var("ETCD_ENDPOINTS")
                 .unwrap_or_else(|_| switchyard::discovery::etcd::DEFAULT_ENDPOINTS.to_string());
             match switchyard::discovery::etcd::EtcdView::start(&endpoints) {
@@ -99,9 +98,9 @@ fn main() {
                 }
             }
         }
-        Some("mem") => {
+        Discovery::Mem => {
             let e = cfg.embedded.as_ref().expect("validated: mem has embedded workers");
-            match switchyard::embedded::start(e) {
+            match switchyard::worker::embedded::start(e) {
                 Ok(w) => {
                     log::info(&format!(
                         "discovery: in-process, {} embedded mock worker(s) serving model {:?} from {}",
@@ -120,16 +119,13 @@ fn main() {
                 }
             }
         }
-        other => {
-            log::info(&format!(
-                "discovery backend {} is not built into this version yet: no models are served",
-                other.unwrap_or("?")
-            ));
+        Discovery::Kubernetes => {
+            log::info("discovery backend kubernetes is not built into this version yet: no models are served");
             None
         }
     };
     // --router-replica-sync: the publisher of this process's bookings, and its discovery record.
-    let kv_mode = cfg.parsed.get("router_mode").as_str() == Some("kv");
+    let kv_mode = cfg.router_mode == switchyard::config::settings::RouterMode::Kv;
     let (sync, announcer) = match replica_sync(&cfg, kv_mode, backend.as_ref()) {
         Ok(x) => x,
         Err(e) => {
@@ -140,7 +136,7 @@ fn main() {
     };
     // --router-mode kv: one index replica per shard, fed by the event-ingest thread.
     let ingest = if kv_mode {
-        match switchyard::router::kv::ingest::Ingest::start_for(server.drivers.len(), cfg.kv_approximate(), sync) {
+        match switchyard::ingest::Ingest::start_for(server.drivers.len(), cfg.kv_approximate(), sync) {
             Ok((i, installs)) => {
                 server.install_kv(installs);
                 Some(i)
@@ -187,16 +183,16 @@ fn replica_sync(
     kv_mode: bool,
     backend: Option<&Backend>,
 ) -> std::io::Result<(Option<SyncSetup>, Option<Announcer>)> {
-    if !kv_mode || cfg.parsed.get("router_replica_sync") != &switchyard::config::Value::Bool(true) {
+    if !kv_mode || !cfg.router_replica_sync {
         return Ok((None, None));
     }
     let host = std::env::var("DYN_EVENT_PLANE_HOST").unwrap_or_else(|_| "127.0.0.1".to_string());
     let ip: std::net::IpAddr =
         host.parse().map_err(|_| std::io::Error::other(format!("DYN_EVENT_PLANE_HOST={host} is not an IP address")))?;
-    let socket = switchyard::plane::zmq_pub::Pub::bind(std::net::SocketAddr::new(ip, 0))?;
+    let socket = switchyard::ingest::zmq_pub::Pub::bind(std::net::SocketAddr::new(ip, 0))?;
     let endpoint = format!("tcp://{}", socket.local_addr()?);
     // JSON-safe, as 1.6.1's publisher ids.
-    let publisher_id = switchyard::router::kv::ingest::random_id() & ((1 << 53) - 1);
+    let publisher_id = switchyard::ingest::random_id() & ((1 << 53) - 1);
     let channel = Channel { topic: "active_sequences_events", publisher_id, endpoint: endpoint.clone() };
     let store = match backend {
         Some(Backend::File(root)) => Some(Store::File(root.clone())),

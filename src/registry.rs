@@ -66,8 +66,31 @@ pub struct TokensModel {
 pub struct TensorModel {
     /// The card's `tensor_model_config`.
     pub config: crate::plane::tensor::TensorModelConfig,
-    /// Its `triton_model_config`, decoded; when present it supersedes `config`.
-    pub triton: Option<crate::kserve::pb::ModelConfig>,
+    /// What its `triton_model_config` declares (decoded once, when the card arrives); when
+    /// present it supersedes `config`. The whole Triton message stays in `config`'s bytes.
+    pub triton: Option<TritonDeclared>,
+}
+
+/// The parts of a Triton `ModelConfig` a frontend checks requests against and describes
+/// models with.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TritonDeclared {
+    pub platform: String,
+    /// Above 0: a batching model of at most this many requests (a leading batch dimension).
+    pub max_batch_size: i32,
+    pub inputs: Vec<DeclaredTensor>,
+    pub outputs: Vec<DeclaredTensor>,
+}
+
+/// One input or output a Triton `ModelConfig` declares.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DeclaredTensor {
+    pub name: String,
+    /// Triton's `TYPE_*` number.
+    pub data_type: i32,
+    pub dims: Vec<i64>,
+    /// May be left out of a request (inputs only).
+    pub optional: bool,
 }
 
 /// What a shard needs to serve one model.

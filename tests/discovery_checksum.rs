@@ -1,4 +1,4 @@
-//! Model-card checksums as Dynamo 1.6.1 computes them (spec §3.2, §3.7): file checksums,
+//! Model-card checksums as Dynamo 1.6.1 computes them (docs/dynamo/request-plane.md §3.2, §3.7): file checksums,
 //! `mdc_sum`, local-file verification, and the mock worker's card.
 
 use std::path::{Path, PathBuf};
@@ -118,7 +118,7 @@ fn verify_file_accepts_match_and_explains_mismatch() {
 /// The captured cards have `source_path` scrubbed to `<model-dir>` (README of the captures),
 /// so the values observed on the wire (02e443a1… for qwen3, f0a5247f… for probejson) cannot
 /// be recomputed from them. These are the values of the scrubbed cards as computed by the
-/// spec harness's reference script (`captures/tools/mdcsum.py`), which reproduced the
+/// an independent reference implementation of docs/dynamo/request-plane.md §3.7 (a Python script, not in the repository), which reproduced the
 /// observed values on the unscrubbed cards.
 #[test]
 fn mdc_sum_of_captured_cards_matches_the_reference_script() {

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use common::{qwen3_dir, Client};
 use switchyard::control::{Backend, Control};
-use switchyard::router::kv::ingest::Ingest;
+use switchyard::ingest::Ingest;
 use switchyard::shard::Server;
 use switchyard::tokenize::ModelFiles;
 use switchyard::worker::{MockConfig, MockWorker};
@@ -74,7 +74,7 @@ fn frontend_config(extra: &[&str]) -> Arc<switchyard::config::Config> {
 /// A two-shard frontend watching `backend`, returned once a model is listed.
 fn frontend(backend: Backend) -> (Server, Control) {
     let cfg = frontend_config(&["--discovery-backend", "file"]);
-    let server = Server::start(cfg.clone()).unwrap();
+    let server = switchyard::service::start(cfg.clone()).unwrap();
     let control = Control::start(&cfg, &server, backend).unwrap();
     assert!(wait_models(server.addr, |ids| !ids.is_empty()), "the model never appeared in /v1/models");
     (server, control)
@@ -641,12 +641,12 @@ fn etcd_discovery_serves_a_worker_until_it_stops() {
 #[test]
 fn embedded_workers_answer_through_mem_discovery() {
     let cfg = switchyard::config::Embedded { workers: 2, model_path: qwen3_dir(), fast: false };
-    let embedded = switchyard::embedded::start(&cfg).unwrap();
+    let embedded = switchyard::worker::embedded::start(&cfg).unwrap();
     assert_eq!(embedded.model, "qwen3");
     let (server, control) = frontend(Backend::Mem(embedded.store.clone()));
     let r = chat_hi(server.addr, "qwen3");
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
-    assert_eq!(r.json()["choices"][0]["message"]["content"], switchyard::embedded::ANSWER);
+    assert_eq!(r.json()["choices"][0]["message"]["content"], switchyard::worker::embedded::ANSWER);
     let h = Client::connect(server.addr).roundtrip(b"GET /health HTTP/1.1\r\n\r\n").json();
     assert_eq!(h["instances"].as_array().map(Vec::len), Some(2));
     drop(embedded); // stops and deregisters both workers
@@ -1039,7 +1039,7 @@ fn text_chunks_match_the_captured_dynamo_answers() {
 /// A frontend configured by `cfg` (`--router-mode kv`) with its event-ingest thread, as
 /// `main` starts them, watching `backend`.
 fn kv_frontend(cfg: &Arc<switchyard::config::Config>, backend: Backend) -> (Server, Control, Ingest) {
-    let server = Server::start(cfg.clone()).unwrap();
+    let server = switchyard::service::start(cfg.clone()).unwrap();
     let (ingest, installs) = Ingest::start_for(server.drivers.len(), cfg.kv_approximate(), None).unwrap();
     server.install_kv(installs);
     let control = Control::start_with_kv(cfg, &server, backend, Some(ingest.sender())).unwrap();
@@ -1052,7 +1052,7 @@ fn kv_frontend(cfg: &Arc<switchyard::config::Config>, backend: Backend) -> (Serv
 #[test]
 fn approximate_kv_mode_predicts_the_cache_from_its_own_decisions() {
     let cfg = switchyard::config::Embedded { workers: 3, model_path: qwen3_dir(), fast: true };
-    let embedded = switchyard::embedded::start(&cfg).unwrap();
+    let embedded = switchyard::worker::embedded::start(&cfg).unwrap();
     let fcfg = frontend_config(&["--router-mode", "kv", "--no-router-kv-events", "--router-ttl-secs", "60"]);
     assert_eq!(fcfg.kv_approximate_ttl, Some(Duration::from_secs(60)));
     let (server, control, ingest) = kv_frontend(&fcfg, Backend::Mem(embedded.store.clone()));

@@ -1,4 +1,4 @@
-//! Every row of Dynamo 1.6.1's option table (tests/data/dynamo-frontend-flags.md, read off
+//! Every row of Dynamo 1.6.1's option table (docs/dynamo/frontend-options.md, read off
 //! `python -m dynamo.frontend` by introspecting its parser) against switchyard's table, its
 //! `--help` output and its parser: same spellings, same env var, same default, same choices.
 
@@ -15,7 +15,7 @@ struct Row {
 }
 
 fn rows() -> Vec<Row> {
-    let text = include_str!("data/dynamo-frontend-flags.md");
+    let text = include_str!("../docs/dynamo/frontend-options.md");
     let mut rows = Vec::new();
     for line in text.lines() {
         if !(line.starts_with("| --") || line.starts_with("| -i")) {

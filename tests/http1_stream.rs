@@ -11,10 +11,10 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use switchyard::http1::conn::{serve, ConnConfig, Service};
-use switchyard::http1::response::DateCache;
 use switchyard::http1::{Request, Response};
 use switchyard::shard::gate::Gate;
 use switchyard::shard::local;
+use switchyard::util::date::DateCache;
 
 /// Streams `n` SSE events 5 ms apart; records whether a send failed (client gone).
 struct Streamer {

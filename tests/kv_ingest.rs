@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use common::zmq_pub::publish;
 use serde_json::Value;
+use switchyard::ingest::{Ingest, Publishers};
 use switchyard::router::kv::index::Owner;
-use switchyard::router::kv::ingest::{Ingest, Publishers};
 use switchyard::router::kv::replica::channel;
 
 /// The first captured raw kv-events message that stores a chain from the root: its owner,
@@ -106,7 +106,7 @@ fn events_and_usage_reports_over_nats_reach_the_replica() {
     let mut replica = replicas.pop().unwrap();
     let ingest = Ingest::start_with(
         feed,
-        switchyard::router::kv::ingest::IngestOptions {
+        switchyard::ingest::IngestOptions {
             nats_url: server.url(),
             upstream: None,
             approximate: None,

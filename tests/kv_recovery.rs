@@ -17,7 +17,10 @@ use common::kv_msg::{stored, zmq_message, W};
 use common::zmq_pub::publish;
 use serde::Serialize;
 use serde_json::Value;
+use switchyard::ingest::recovery::Target;
+use switchyard::ingest::{Ingest, Publishers};
 use switchyard::plane::frame::{encode_ack, Ack, RequestFrameDecoder};
+use switchyard::plane::kv_events::RouterEvent;
 use switchyard::plane::payload::{
     CallHomeHandshake, Codec, ControlMessage, RequestControlMessage, StreamPrologue, StreamType,
 };
@@ -25,9 +28,6 @@ use switchyard::plane::stream::{
     encode_complete_final, encode_control, encode_handshake, encode_item, encode_prologue,
 };
 use switchyard::plane::Decoded;
-use switchyard::router::kv::events::RouterEvent;
-use switchyard::router::kv::ingest::{Ingest, Publishers};
-use switchyard::router::kv::recovery::Target;
 use switchyard::router::kv::replica::channel;
 
 #[derive(Serialize)]

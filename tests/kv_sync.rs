@@ -1,4 +1,4 @@
-//! `active_sequences_events` (spec: KV routing §7.3, §7.8): the captured Dynamo 1.6.1 bytes
+//! `active_sequences_events` (docs/dynamo/kv-routing.md §7.3, §7.8): the captured Dynamo 1.6.1 bytes
 //! decoded and re-encoded byte for byte; a worker's `MarkPrefillCompleted`, sent by a real
 //! libzmq PUB socket (Debian `python3-zmq`), ending the matching booking's prefill; this
 //! process's bookings published on its own PUB socket and received by a real libzmq SUB.
@@ -11,14 +11,14 @@ use std::time::{Duration, Instant};
 
 use common::zmq_pub::publish;
 use serde_json::Value;
-use switchyard::plane::zmq_pub::Pub;
+use switchyard::ingest::peers::SyncOut;
+use switchyard::ingest::sync::{decode_active, encode_active, encode_message, ActiveData, OutData, OutEvent};
+use switchyard::ingest::zmq_pub::Pub;
+use switchyard::ingest::{Ingest, IngestOptions, Publishers};
+use switchyard::plane::kv_events::decode_message;
 use switchyard::registry::CardLimits;
 use switchyard::router::kv::cost::CostParams;
-use switchyard::router::kv::events::decode_message;
-use switchyard::router::kv::ingest::{Ingest, IngestOptions, Publishers};
-use switchyard::router::kv::peers::SyncOut;
 use switchyard::router::kv::select::{BusyThresholds, KvSelector};
-use switchyard::router::kv::sync::{decode_active, encode_active, encode_message, ActiveData, OutData, OutEvent};
 use switchyard::util::{format_uuid, parse_uuid};
 
 fn captured() -> Vec<Value> {

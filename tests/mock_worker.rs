@@ -588,7 +588,7 @@ fn unhex(s: &str) -> Vec<u8> {
 
 #[test]
 fn frames_match_the_spec_byte_vectors() {
-    // Spec §6.6 (req1 capture): a middle data frame for token 1687, complete_final, sentinel.
+    // docs/dynamo/request-plane.md §6.6 (req1 capture): a middle data frame for token 1687, complete_final, sentinel.
     let item =
         unhex(concat!(
         "0000000000000000", "0000000000000088", "0000000000000000",

@@ -841,9 +841,24 @@ fn response_format_and_guided_json() {
     let r = parse_chat(base_with("response_format", json!({"type": "json_object"})).to_string().as_bytes());
     assert_eq!(r.ok().and_then(|r| r.guided_json().map(|v| v.into_owned())), Some(json!({"type": "object"})));
     chat_err(
-        &base_with("response_format", json!({"type": "json_schema", "json_schema": {"name": "x"}})),
+        &base_with("response_format", json!({"type": "json_schema", "json_schema": {"name": "x", "schema": null}})),
         400,
         "Validation: `response_format.json_schema.schema` is required when `response_format.type` is `json_schema`",
+    );
+    // As the 1.6.1 binary answers it: a missing schema fails the parse itself.
+    let missing = parse_chat(
+        base_with("response_format", json!({"type": "json_schema", "json_schema": {"name": "x"}}))
+            .to_string()
+            .as_bytes(),
+    )
+    .unwrap_err();
+    assert!(missing
+        .message()
+        .starts_with("Failed to deserialize the JSON body into the target type: missing field `schema`"));
+    chat_err(
+        &base_with("response_format", json!({"type": "json_schema", "json_schema": {"name": "x", "schema": [1]}})),
+        400,
+        "Validation: `response_format.json_schema.schema` must be a JSON object, got array",
     );
 }
 
@@ -902,10 +917,12 @@ fn template_args_fold_thinking_and_effort() {
         Ok(r) => r,
         Err(e) => panic!("{e}"),
     };
+    // The top-level `thinking` decides, and the decision is written in every dialect
+    // (the nested `enable_thinking: false` is overruled), as Dynamo 1.6.1 resolves it.
     let args = Value::Object(r.template_args());
     assert_eq!(
         args,
-        json!({"enable_thinking": false, "x": 1, "thinking": true,
+        json!({"enable_thinking": true, "x": 1, "thinking": true,
         "thinking_mode": "enabled", "reasoning_effort": "high"})
     );
     chat_err(
@@ -1005,7 +1022,7 @@ fn kitchen_sink_chat() -> Value {
         "stream_options": {"include_usage": true, "continuous_usage_stats": null},
         "temperature": 0.7, "top_p": 0.9,
         "tools": [{"type": "function", "function": {"name": "t", "description": "d",
-            "parameters": {"type": "object"}, "strict": true}}],
+            "parameters": {"type": "object", "additionalProperties": false}, "strict": true}}],
         "tool_choice": {"type": "function", "function": {"name": "t"}},
         "parallel_tool_calls": true, "user": "u1", "prompt_cache_key": "k",
         "web_search_options": {"search_context_size": "low",

@@ -1,4 +1,4 @@
-//! The shard-side request plane (`plane::client`, `plane::callback`) against the in-tree
+//! The shard-side request plane (`transport::client`, `transport::callback`) against the in-tree
 //! mock worker and tiny std-socket fakes, on both monoio drivers (io_uring when the kernel
 //! allows it, epoll always).
 
@@ -8,13 +8,13 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
-use switchyard::plane::callback::{CallbackServer, Item, ResponseStream};
-use switchyard::plane::client::{RequestPlane, TransportError, WorkerConns};
 use switchyard::plane::{
     encode_ack, encode_handshake, encode_item, encode_prologue, Ack, Annotated, CallHomeHandshake, Codec, Decoded,
     FinishReason, LLMEngineOutput, PreprocessedRequest, RequestControlMessage, RequestFrameDecoder, StopConditions,
     StreamEvent, StreamPrologue, StreamType, DEFAULT_MAX_MESSAGE_SIZE,
 };
+use switchyard::transport::callback::{CallbackServer, Item, ResponseStream};
+use switchyard::transport::client::{RequestPlane, TransportError, WorkerConns};
 use switchyard::worker::{MockConfig, MockWorker};
 
 const DEADLINE: Duration = Duration::from_secs(5);

@@ -99,7 +99,7 @@ fn hex(s: &str) -> Vec<u8> {
 }
 
 /// The frontend's own item type, so stream decoding takes its hand-written msgpack path.
-type Item = switchyard::plane::callback::Item;
+type Item = switchyard::transport::callback::Item;
 
 // ---------------------------------------------------------------- generic drivers
 
@@ -332,7 +332,7 @@ fn stream1_sampling_options_on_the_wire() {
     assert_eq!(req.sampling_options.top_p, Some(0.9f32));
     assert_eq!(req.sampling_options.seed, Some(42));
     assert_eq!(req.output_options.logprobs, Some(2));
-    // Same bytes as captures/wire_types.txt "BODY HEX" (float32 0x3f333333 / 0x3f666666).
+    // Same bytes as the captured stream1 body (docs/dynamo/request-plane.md §7.1: float32 0x3f333333 / 0x3f666666).
     let body = Codec::Msgpack.encode(&req).unwrap();
     assert_eq!(body, tp.body);
     assert!(body.windows(5).any(|w| w == hex("ca3f333333")));

@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use common::nats::{NatsServer, Publisher};
 use serde_json::Value;
 use switchyard::discovery::records::{parse_record, EventChannelRecord, EventTransport, Record};
-use switchyard::plane::nats::{NatsMsg, Sub};
-use switchyard::router::kv::events::{decode_kv_events, decode_nats_message};
+use switchyard::ingest::nats::{NatsMsg, Sub};
+use switchyard::plane::kv_events::{decode_kv_events, decode_nats_message};
 
 const T: Duration = Duration::from_secs(5);
 const MAX: usize = 1 << 20;

@@ -6,7 +6,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use switchyard::plane::zmq::Sub;
+use switchyard::ingest::zmq::Sub;
 
 const PUBLISHER: &str = r#"
 import sys, threading, time, zmq

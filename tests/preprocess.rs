@@ -36,14 +36,43 @@ fn conversation(id: &str) -> Value {
     all.into_iter().find(|c| c["id"] == id).unwrap()
 }
 
-/// A request carrying a corpus conversation renders and tokenizes like transformers.
+/// Where Dynamo 1.6.1's request path differs from a plain `apply_chat_template`, switchyard
+/// renders as 1.6.1 does: tools re-serialized in OpenAI's member order (`name`,
+/// `description`, `parameters`) with a missing description as `""`, and a generation prompt
+/// by default even after a final assistant message (vLLM's default).
+#[test]
+fn requests_render_like_dynamo() {
+    let model = qwen3();
+    let render = |body: Value| {
+        let body = body.to_string();
+        let req = parse_chat(body.as_bytes()).unwrap_or_else(|e| panic!("{e}"));
+        chat_prompt(&chat_input_of(&req, body.as_bytes()), &model, PreprocessOptions::default(), None).unwrap()
+    };
+    let conv = conversation("tools_defined_no_calls");
+    let prompt = render(json!({"model": "qwen3", "messages": conv["messages"], "tools": conv["tools"]}));
+    let (want, _) = expected("tools_defined_no_calls");
+    // The corpus (transformers) keeps the client's order: `parameters` before `description`.
+    assert_ne!(prompt, want);
+    assert!(prompt.contains(r#"{"name": "search_flights", "description": "Search for flights"#), "{prompt}");
+    let bare = json!([{"type": "function", "function": {"name": "ping"}}]);
+    let prompt = render(json!({"model": "qwen3", "messages": [{"role": "user", "content": "hi"}], "tools": bare}));
+    assert!(prompt.contains(r#"{"type": "function", "function": {"name": "ping", "description": ""}}"#), "{prompt}");
+    let conv = conversation("basic_ends_with_assistant");
+    let prompt = render(json!({"model": "qwen3", "messages": conv["messages"]}));
+    assert!(prompt.ends_with("<|im_end|>\n<|im_start|>assistant\n"), "{prompt}");
+    let prompt = render(json!({"model": "qwen3", "messages": conv["messages"], "add_generation_prompt": false}));
+    let (want, _) = expected("basic_ends_with_assistant");
+    assert_eq!(prompt, want);
+}
+
+/// A request carrying a corpus conversation renders and tokenizes like transformers (where
+/// Dynamo 1.6.1 renders as transformers does: see `requests_render_like_dynamo` for where it
+/// does not).
 #[test]
 fn requests_render_like_transformers() {
     let model = qwen3();
     let tok = model.tokenizer().unwrap();
-    for id in
-        ["basic_system_user", "multi_turn_3", "unicode_cjk", "tools_defined_no_calls", "basic_ends_with_assistant"]
-    {
+    for id in ["basic_system_user", "multi_turn_3", "unicode_cjk"] {
         let conv = conversation(id);
         let mut body = json!({"model": "qwen3", "messages": conv["messages"]});
         if let Some(t) = conv.get("tools") {

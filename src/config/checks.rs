@@ -31,7 +31,7 @@ const IMPLEMENTED: &[&str] = &[
     "embedded_model_path",
     "embedded_fast",
     "exclude_tools_when_tool_choice_none",
-    // The kv router's cost (spec: KV routing §7.2, §7.4).
+    // The kv router's cost (docs/dynamo/kv-routing.md §7.2, §7.4).
     "overlap_score_credit",
     "overlap_score_credit_decay",
     "overlap_score_weight",
@@ -63,7 +63,7 @@ const IMPLEMENTED: &[&str] = &[
 fn value_supported(dest: &str, v: &Value) -> bool {
     match (dest, v) {
         ("discovery_backend", Value::Str(s)) => s == "file" || s == "mem" || s == "etcd",
-        ("router_mode", Value::Str(s)) => crate::router::Mode::parse(s).is_some(),
+        ("router_mode", Value::Str(s)) => super::settings::RouterMode::parse(s).is_some(),
         // The event plane carries KV events, which only the kv router reads: with the other
         // router modes Dynamo's frontend does not use it either.
         ("event_plane", Value::Str(s)) => s == "zmq" || s == "nats",

@@ -13,6 +13,7 @@ mod checks;
 pub mod flags;
 pub mod help;
 pub mod parse;
+pub mod settings;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -68,6 +69,15 @@ pub const UNBUILT_ENV_VARS: &[&str] = &[
     "DYN_HTTP_PRE_COMMIT_ERROR_PEEK_MS",
 ];
 
+/// `--discovery-backend`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Discovery {
+    Etcd,
+    File,
+    Mem,
+    Kubernetes,
+}
+
 /// The in-process workers of `--discovery-backend mem`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Embedded {
@@ -75,7 +85,7 @@ pub struct Embedded {
     /// The model directory they serve; the model is named after its last component.
     pub model_path: PathBuf,
     /// No artificial delay: no TTFT/ITL timers, frames written in batches
-    /// ([`crate::worker::MockConfig::fast`]).
+    /// (the mock worker's fast mode).
     pub fast: bool,
 }
 
@@ -121,6 +131,14 @@ pub struct Config {
     pub shards: usize,
     /// In-process workers to start (`--discovery-backend mem` only).
     pub embedded: Option<Embedded>,
+    /// `--discovery-backend`.
+    pub discovery: Discovery,
+    /// `--router-mode`.
+    pub router_mode: settings::RouterMode,
+    /// `--router-replica-sync`: share kv bookings with other routers.
+    pub router_replica_sync: bool,
+    /// `--migration-limit` (reported per model in `/metrics`).
+    pub migration_limit: u32,
     pub pin_shards: bool,
     pub io_driver: IoDriver,
     pub header_read_timeout: Duration,
@@ -137,16 +155,16 @@ pub struct Config {
     /// `--exclude-tools-when-tool-choice-none`.
     pub exclude_tools_when_tool_choice_none: bool,
     /// The kv router's cost parameters (`--router-kv-overlap-score-credit` …).
-    pub kv_cost: crate::router::kv::cost::CostParams,
+    pub kv_cost: settings::CostParams,
     /// `--no-router-kv-events`: the kv router predicts the cache from its own decisions,
     /// each prediction living this long (`--router-ttl-secs`).
     pub kv_approximate_ttl: Option<Duration>,
     /// `--router-approximate-cache-policy`.
-    pub kv_cache_policy: crate::router::kv::predict::CachePolicy,
+    pub kv_cache_policy: settings::CachePolicy,
     /// The kv router's queue (`--router-queue-threshold`, `--router-queue-policy`).
-    pub kv_queue: Option<crate::router::kv::queue::QueueConfig>,
+    pub kv_queue: Option<settings::QueueConfig>,
     /// The kv router's busy thresholds (`--active-decode-blocks-threshold` …).
-    pub kv_busy: crate::router::kv::select::BusyThresholds,
+    pub kv_busy: settings::BusyThresholds,
     /// `--kserve-grpc-server`: the KServe v2 gRPC service on `--http-port` (the OpenAI routes
     /// stay there too).
     pub kserve_grpc: bool,
@@ -154,7 +172,7 @@ pub struct Config {
     /// `/health`, `/live`, `/v1/models`) are also served there, as 1.6.1 serves them.
     pub grpc_metrics_port: u16,
     /// HTTP/2 settings (`DYN_GRPC_INITIAL_{CONNECTION,STREAM}_WINDOW_SIZE`).
-    pub h2: crate::h2::Settings,
+    pub h2: settings::Settings,
 }
 
 /// A configuration that cannot start: the message and the exit code.
@@ -238,8 +256,8 @@ fn secs(p: &Parsed, dest: &str) -> Result<Duration, ConfigError> {
 
 /// The kv router's cost parameters; the deprecated `--router-kv-overlap-score-weight` sets
 /// the prefill load scale, as 1.6.1 maps it.
-fn kv_cost(p: &Parsed) -> Result<crate::router::kv::cost::CostParams, ConfigError> {
-    let d = crate::router::kv::cost::CostParams::default();
+fn kv_cost(p: &Parsed) -> Result<settings::CostParams, ConfigError> {
+    let d = settings::CostParams::default();
     let number = |dest: &str, default: f64| -> Result<f64, ConfigError> {
         let v = float(p, dest).unwrap_or(default);
         if !(v.is_finite() && v >= 0.0) {
@@ -251,7 +269,7 @@ fn kv_cost(p: &Parsed) -> Result<crate::router::kv::cost::CostParams, ConfigErro
         Some(_) => number("overlap_score_weight", d.prefill_load_scale)?,
         None => number("prefill_load_scale", d.prefill_load_scale)?,
     };
-    Ok(crate::router::kv::cost::CostParams {
+    Ok(settings::CostParams {
         overlap_credit: number("overlap_score_credit", d.overlap_credit)?,
         overlap_credit_decay: number("overlap_score_credit_decay", d.overlap_credit_decay)?,
         prefill_load_scale: scale,
@@ -313,18 +331,29 @@ fn typed(parsed: Parsed, env: &dyn Fn(&str) -> Option<String>) -> Result<Config,
     Ok(Config {
         kserve_grpc: boolean(p, "kserve_grpc_server"),
         grpc_metrics_port,
-        h2: crate::h2::Settings::from_env(env, max_header_bytes),
+        h2: settings::Settings::from_env(env, max_header_bytes),
         http_host: text(p, "http_host").unwrap_or("0.0.0.0").to_string(),
         http_port,
         metrics_prefix,
         dump_config_to: text(p, "dump_config_to").map(PathBuf::from),
         shards: count("shards", 0)?,
         embedded: embedded(p)?,
+        discovery: match text(p, "discovery_backend") {
+            Some("file") => Discovery::File,
+            Some("mem") => Discovery::Mem,
+            Some("kubernetes") => Discovery::Kubernetes,
+            _ => Discovery::Etcd,
+        },
+        router_mode: text(p, "router_mode")
+            .and_then(settings::RouterMode::parse)
+            .unwrap_or(settings::RouterMode::RoundRobin),
+        router_replica_sync: boolean(p, "router_replica_sync"),
+        migration_limit: u32::try_from(int(p, "migration_limit").unwrap_or(0).max(0)).unwrap_or(u32::MAX),
         pin_shards: boolean(p, "pin_shards"),
         io_driver,
         header_read_timeout: secs(p, "header_read_timeout_secs")?,
         idle_timeout: secs(p, "idle_timeout_secs")?,
-        max_header_count: count("max_header_count", 1)?.min(crate::http1::parse::MAX_HEADERS_CAP),
+        max_header_count: count("max_header_count", 1)?.min(settings::MAX_HEADERS_CAP),
         max_header_bytes,
         body_limit_bytes: (body_mb.saturating_mul(1024 * 1024)).min(usize::MAX as u64) as usize,
         graceful_shutdown: Duration::from_secs(grace),
@@ -334,16 +363,14 @@ fn typed(parsed: Parsed, env: &dyn Fn(&str) -> Option<String>) -> Result<Config,
         kv_cost: kv_cost(p)?,
         kv_approximate_ttl: if boolean(p, "use_kv_events") { None } else { Some(secs(p, "router_ttl_secs")?) },
         kv_cache_policy: match text(p, "router_approximate_cache_policy") {
-            Some("lru") => crate::router::kv::predict::CachePolicy::Lru,
-            _ => crate::router::kv::predict::CachePolicy::Ttl,
+            Some("lru") => settings::CachePolicy::Lru,
+            _ => settings::CachePolicy::Ttl,
         },
-        kv_queue: float(p, "router_queue_threshold").map(|threshold_frac| crate::router::kv::queue::QueueConfig {
+        kv_queue: float(p, "router_queue_threshold").map(|threshold_frac| settings::QueueConfig {
             threshold_frac,
-            policy: text(p, "router_queue_policy")
-                .and_then(crate::router::kv::queue::Policy::parse)
-                .unwrap_or(crate::router::kv::queue::Policy::Fcfs),
+            policy: text(p, "router_queue_policy").and_then(settings::Policy::parse).unwrap_or(settings::Policy::Fcfs),
         }),
-        kv_busy: crate::router::kv::select::BusyThresholds {
+        kv_busy: settings::BusyThresholds {
             decode_blocks_frac: float(p, "active_decode_blocks_threshold"),
             prefill_tokens: int(p, "active_prefill_tokens_threshold").map(|n| n.max(0) as u64),
             prefill_frac: float(p, "active_prefill_tokens_threshold_frac"),
@@ -354,7 +381,7 @@ fn typed(parsed: Parsed, env: &dyn Fn(&str) -> Option<String>) -> Result<Config,
 
 impl Config {
     /// Approximate mode's TTL and cache policy (`None`: KV events are read).
-    pub fn kv_approximate(&self) -> Option<(Duration, crate::router::kv::predict::CachePolicy)> {
+    pub fn kv_approximate(&self) -> Option<(Duration, settings::CachePolicy)> {
         self.kv_approximate_ttl.map(|ttl| (ttl, self.kv_cache_policy))
     }
 
@@ -481,7 +508,7 @@ mod tests {
         run(&["--router-mode", "kv", "--no-router-kv-events"], &[]).unwrap();
         let c = run(&["--router-mode", "kv", "--no-router-kv-events", "--router-approximate-cache-policy", "lru"], &[])
             .unwrap();
-        assert_eq!(c.kv_cache_policy, crate::router::kv::predict::CachePolicy::Lru);
+        assert_eq!(c.kv_cache_policy, settings::CachePolicy::Lru);
         let e = run(&["--router-host-cache-hit-weight", "0.5"], &[]).unwrap_err();
         assert!(e.message.contains("--router-host-cache-hit-weight 0.5"), "{}", e.message);
         let e = run(&["--migration-limit", "3"], &[]).unwrap_err();

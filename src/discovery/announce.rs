@@ -1,6 +1,6 @@
 //! What the frontend itself registers in discovery: under `--router-replica-sync`, one
 //! `active_sequences_events` event channel per served endpoint, pointing at the ZMQ
-//! publisher of this process's bookings (spec: KV routing §2.1, §7.8). The record is the
+//! publisher of this process's bookings (docs/dynamo/kv-routing.md §2.1, §7.8). The record is the
 //! one a 1.6.1 `dynamo.frontend --router-replica-sync` writes: endpoint scope of the
 //! workers' endpoint, `instance_id` = the publisher id, key
 //! `namespace/<ns>/component/<c>/endpoint/<e>/topic/active_sequences_events/<publisher hex>`.
@@ -117,7 +117,7 @@ fn run(store: Store, channel: Channel, rx: flume::Receiver<BTreeSet<Scope>>) {
         for (key, scope) in &keys {
             match written.get(key) {
                 Some(Some(file)) => {
-                    if crate::worker::register::touch(file).is_err() {
+                    if super::filewrite::touch(file).is_err() {
                         // Deleted by someone (an expiry sweep): write it again.
                         written.remove(key);
                     }
@@ -141,7 +141,7 @@ fn run(store: Store, channel: Channel, rx: flume::Receiver<BTreeSet<Scope>>) {
 fn write(store: &Store, key: &str, bytes: &[u8]) -> std::io::Result<Option<PathBuf>> {
     match store {
         Store::File(root) => {
-            crate::worker::register::publish(&root.join(BUCKET_EVENT_CHANNELS), &encode_key(key), bytes).map(Some)
+            super::filewrite::publish(&root.join(BUCKET_EVENT_CHANNELS), &encode_key(key), bytes).map(Some)
         }
         Store::Etcd(client, lease) => {
             client.put(&format!("{BUCKET_EVENT_CHANNELS}/{key}"), bytes, Some(*lease))?;

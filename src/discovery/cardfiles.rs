@@ -5,7 +5,7 @@
 //! shared storage (a worker without `DYN_SYSTEM_PORT`); every file is verified where it
 //! lies and the tokenizer's directory is used. A URL means the worker serves the files
 //! itself (`http://<host>:<port>/v1/metadata/<ns>/<component>/<endpoint>/<slug>/_base/<file>`,
-//! spec §3.6): each is downloaded once into `<cache>/by-slug/<slug>/<mdc_sum>/<file>`
+//! docs/dynamo/request-plane.md §3.6): each is downloaded once into `<cache>/by-slug/<slug>/<mdc_sum>/<file>`
 //! (Dynamo keeps `~/.cache/dynamo/mdc/by-slug/...`), verified, and the directory used. A file
 //! whose checksum does not match rejects the card, as Dynamo does.
 //!

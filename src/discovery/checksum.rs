@@ -1,4 +1,4 @@
-//! Model-card checksums as Dynamo 1.6.1 computes them (spec §3.2, §3.7).
+//! Model-card checksums as Dynamo 1.6.1 computes them (docs/dynamo/request-plane.md §3.2, §3.7).
 //!
 //! * [`file_checksum`]: the `checksum` string of a card file slot, `blake3:<64 lower-case hex>`
 //!   over the file's bytes.
@@ -64,13 +64,13 @@ pub fn worker_type_byte(worker_type: Option<&str>) -> Option<u8> {
     }
 }
 
-/// The card checksum Dynamo 1.6.1 sends as `mdc_sum` (spec §3.7): blake3 hex over
+/// The card checksum Dynamo 1.6.1 sends as `mdc_sum` (docs/dynamo/request-plane.md §3.7): blake3 hex over
 /// `display_name`, `source_path` (if present and non-empty), the file slots' checksum strings
 /// (with their `blake3:` prefix) in the order model_info, tokenizer, prompt_formatter,
 /// chat_template_file, gen_config, the effective context length (u32 BE), the
 /// `kv_cache_block_size` (u32 BE, 0 when absent), the worker-type byte, and `needs` (u32 BE
 /// count, then per alternative a u32 BE length and one worker-type byte each); then, only
-/// when present, the blake3 of the JSON `router_config` (item 9, [S] in the spec: unverified).
+/// when present, the blake3 of the JSON `router_config` (item 9, [S] in docs/dynamo/request-plane.md: unverified).
 ///
 /// Item 4 (`extra_files`, `prompt_context`) is not hashed: no observed card had them and the
 /// spec does not pin their encoding. Unknown worker-type names hash as 0 (none).

@@ -1,4 +1,4 @@
-//! The file discovery backend (`--discovery-backend file`, `DYN_FILE_KV`; spec §3).
+//! The file discovery backend (`--discovery-backend file`, `DYN_FILE_KV`; docs/dynamo/request-plane.md §3).
 //!
 //! [`FileStore::scan`] reads the store once: it lists the buckets `v1/instances`, `v1/mdc`,
 //! `v1/event_channels` and `v1/event_sources`, skips writers' `.tmp_*` files, decodes file names and drops
@@ -29,7 +29,7 @@ use crate::registry::Registry;
 
 pub use super::snapshot::namespace_matches;
 
-/// Dynamo's record TTL: a record whose mtime is older than this is dead (spec §3.4).
+/// Dynamo's record TTL: a record whose mtime is older than this is dead (docs/dynamo/request-plane.md §3.4).
 pub const DEFAULT_TTL: Duration = Duration::from_secs(10);
 /// Default rescan period of [`PeriodicWake`].
 pub const DEFAULT_RESCAN: Duration = Duration::from_millis(200);

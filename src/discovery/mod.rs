@@ -22,6 +22,7 @@ pub mod cardfiles;
 pub mod checksum;
 pub mod etcd;
 pub mod file;
+pub mod filewrite;
 pub mod mem;
 pub mod records;
 pub mod snapshot;

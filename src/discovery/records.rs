@@ -1,4 +1,4 @@
-//! Discovery records as Dynamo 1.6.1 stores them (spec §3.1–3.2), and the file-name key
+//! Discovery records as Dynamo 1.6.1 stores them (docs/dynamo/request-plane.md §3.1–3.2), and the file-name key
 //! encoding of the file backend.
 //!
 //! The same JSON values are used by the etcd backend (§4), so nothing here knows about files
@@ -257,7 +257,7 @@ impl ModelCard {
         self.context_length.unwrap_or(0)
     }
 
-    /// The effective context length of spec §3.7 item 5: `runtime_config.context_length` if
+    /// The effective context length of docs/dynamo/request-plane.md §3.7 item 5: `runtime_config.context_length` if
     /// present (even 0), else `architectural_max_context_length`, else `context_length`, else 0.
     pub fn effective_context_length(&self) -> u64 {
         self.runtime_config

@@ -53,7 +53,7 @@ pub struct Skipped {
 }
 
 /// An instance that receives traffic: an endpoint record plus a model card with the same
-/// namespace, component, endpoint and instance id (spec §3.8).
+/// namespace, component, endpoint and instance id (docs/dynamo/request-plane.md §3.8).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ServedInstance {
     /// The card's `display_name`.

@@ -105,48 +105,7 @@ pub async fn detect(stream: &mut TcpStream, wait: Duration, gate: &Gate) -> Dete
     }
 }
 
-/// HTTP/2 settings of every connection of this process, fixed at start-up.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Settings {
-    /// Connection-level receive window (`DYN_GRPC_INITIAL_CONNECTION_WINDOW_SIZE`).
-    pub connection_window: Option<u32>,
-    /// Per-stream receive window (`DYN_GRPC_INITIAL_STREAM_WINDOW_SIZE`).
-    pub stream_window: Option<u32>,
-    /// Most concurrent streams a client may open.
-    pub max_concurrent_streams: u32,
-    /// Most bytes of a request's header list.
-    pub max_header_list_size: u32,
-}
-
-impl Default for Settings {
-    fn default() -> Self {
-        Settings {
-            connection_window: None,
-            stream_window: None,
-            max_concurrent_streams: 256,
-            max_header_list_size: 64 * 1024,
-        }
-    }
-}
-
-/// Largest legal flow-control window (RFC 9113 §6.9.1).
-pub const MAX_WINDOW: u32 = (1 << 31) - 1;
-
-impl Settings {
-    /// The windows from `DYN_GRPC_INITIAL_CONNECTION_WINDOW_SIZE` and
-    /// `DYN_GRPC_INITIAL_STREAM_WINDOW_SIZE` (bytes; unset or unparsable leaves the HTTP/2
-    /// default of 65 535, as 1.6.1 leaves tonic's), `max_header_list_size` from the header
-    /// byte limit.
-    pub fn from_env(get: impl Fn(&str) -> Option<String>, max_header_bytes: usize) -> Settings {
-        let window = |name: &str| get(name).and_then(|v| v.trim().parse::<u32>().ok()).map(|w| w.min(MAX_WINDOW));
-        Settings {
-            connection_window: window("DYN_GRPC_INITIAL_CONNECTION_WINDOW_SIZE"),
-            stream_window: window("DYN_GRPC_INITIAL_STREAM_WINDOW_SIZE"),
-            max_header_list_size: u32::try_from(max_header_bytes).unwrap_or(u32::MAX),
-            ..Settings::default()
-        }
-    }
-}
+pub use crate::config::settings::{Settings, MAX_WINDOW};
 
 /// What serves the streams of an HTTP/2 connection. `!Send`: it lives on one shard.
 pub trait Handler: 'static {

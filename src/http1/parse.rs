@@ -38,8 +38,7 @@ impl Default for Limits {
     }
 }
 
-/// Hard cap on the header array; `Limits::max_headers` may only lower it.
-pub const MAX_HEADERS_CAP: usize = 256;
+pub use crate::config::settings::MAX_HEADERS_CAP;
 
 /// A byte range `[start, start+len)` inside the request's head bytes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -23,11 +23,11 @@ use super::dispatch::{self, Started};
 use super::logprobs::Logprobs;
 use super::{Delta, Event, Finish, Usage};
 use crate::error::{Error, Kind};
-use crate::plane::callback::StreamItem;
 use crate::plane::payload::{DynamoError, FinishReason as WireFinish};
 use crate::plane::stream::StreamEvent;
 use crate::tokenize::stop::{FinishReason, PostProcessor, StopConditions, WorkerFinish};
 use crate::tokenize::Tokenizer;
+use crate::transport::callback::StreamItem;
 
 /// This shard's tokenizer of a model.
 pub(super) struct ShardTokenizer {
@@ -300,6 +300,11 @@ impl Choice {
     /// The request id the worker was sent.
     pub(super) fn request_id(&self) -> &str {
         &self.started.request_id
+    }
+
+    /// The instance id of the worker answering.
+    pub(super) fn worker(&self) -> u64 {
+        self.started.worker
     }
 
     /// The next event; `None` once the choice is over. After [`Event::Finish`] or

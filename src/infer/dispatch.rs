@@ -3,7 +3,7 @@
 //!
 //! A worker that fails before its first item (refused connect, connection lost before the
 //! ack, no ack, no call-back within the deadline, stream cut or garbled before any item) is
-//! inhibited in this shard's router (spec §9.1) and the request goes to the next usable worker, up to
+//! inhibited in this shard's router (docs/dynamo/request-plane.md §9.1) and the request goes to the next usable worker, up to
 //! [`MAX_ATTEMPTS`] workers. A worker that refuses with an ack (`Server overloaded`) is
 //! skipped for this request but not inhibited: it is alive. Once the first item arrived,
 //! the worker owns the request (continuing a half-streamed answer elsewhere is migration,
@@ -16,13 +16,13 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use crate::error::{Error, Kind};
-use crate::plane::callback::{new_uuid, ResponseStream, StreamItem};
-use crate::plane::client::{RequestBody, TransportError};
 use crate::plane::stream::StreamEvent;
 use crate::registry::{Serving, Worker};
 use crate::router::kv::select::Booking;
 use crate::router::{InFlight, Mode};
 use crate::shard::ShardCtx;
+use crate::transport::callback::{new_uuid, ResponseStream, StreamItem};
+use crate::transport::client::{RequestBody, TransportError};
 
 /// How long a worker may take to call back after acknowledging a request (1.6.1 waits
 /// forever; we retry elsewhere or answer 503).
@@ -38,6 +38,8 @@ pub type Event = Option<Result<StreamEvent<StreamItem>, TransportError>>;
 pub struct Started {
     /// The subject the worker answers on (also the response id's suffix).
     pub request_id: String,
+    /// The instance id of the worker answering.
+    pub worker: u64,
     /// Counts the request against its worker until the answer ends (held, never read).
     _in_flight: InFlight,
     /// The kv router's booking of the request on its worker, released with the answer.
@@ -156,6 +158,7 @@ pub async fn dispatch<B: RequestBody>(
                 }
                 return Ok(Started {
                     request_id,
+                    worker: worker.instance_id,
                     _in_flight: in_flight,
                     _booking: booking,
                     stream,

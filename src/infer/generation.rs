@@ -1,4 +1,4 @@
-//! [`Generation`]: a started request's events, and the driver that starts it ([`start`]).
+//! [`Generation`]: a started request's events, and the driver that starts it (`start`).
 //!
 //! A request becomes one worker request per choice: every prompt (one, or a batch) times the
 //! `n` samples asked for. Each is dispatched with its own request id (the sample's seed is
@@ -17,7 +17,7 @@
 
 use std::collections::VecDeque;
 use std::rc::Rc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use smallvec::SmallVec;
 
@@ -27,7 +27,7 @@ use super::preprocess;
 use super::request::{AnnotationKind, InferRequest, Input};
 use super::resolve::{ModelKind, Resolved};
 use super::tracker::Tracker;
-use super::{Event, Usage};
+use super::{Event, Timing, Usage};
 use crate::error::{Error, Kind};
 use crate::metrics::Outcome;
 use crate::shard::{local, ShardCtx};
@@ -49,6 +49,18 @@ pub struct Generation {
     n: u32,
     /// Choices not finished.
     open: usize,
+    /// Token ids received so far (all choices) and the prompt's count as last reported.
+    generated: u32,
+    prompt_tokens: u32,
+    /// The worker answering each choice, by choice index.
+    workers: SmallVec<[u64; 1]>,
+    /// When the request was taken (and as Unix milliseconds), its worker requests sent, its
+    /// first token received, its end.
+    received: Instant,
+    received_ms: u64,
+    sent: Instant,
+    first_token: Option<Instant>,
+    ended_at: Option<Instant>,
     /// Token counts are ours (a Tokens model); Text and Tensor workers report their own.
     counts_tokens: bool,
     /// [`Event::Done`] was handed out and its success is not recorded yet: the adapter may
@@ -88,6 +100,30 @@ impl Generation {
     /// Samples per prompt (`n`).
     pub fn samples(&self) -> u32 {
         self.n
+    }
+
+    /// The usage so far: the prompt's tokens and the token ids received until now.
+    pub fn usage_so_far(&self) -> Usage {
+        Usage { prompt_tokens: self.prompt_tokens, completion_tokens: self.generated, cached_tokens: None }
+    }
+
+    /// The instance id of the worker answering choice `choice`.
+    pub fn worker(&self, choice: u32) -> Option<u64> {
+        self.workers.get(choice as usize).copied()
+    }
+
+    /// When the request's stages happened, as far as they did.
+    pub fn timing(&self) -> Timing {
+        let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+        let now = self.ended_at.unwrap_or_else(Instant::now);
+        let first = self.first_token.unwrap_or(now);
+        Timing {
+            request_received_ms: self.received_ms,
+            prefill_wait_time_ms: ms(self.sent - self.received),
+            prefill_time_ms: ms(first.saturating_duration_since(self.sent)),
+            ttft_ms: ms(first.saturating_duration_since(self.received)),
+            total_time_ms: ms(now.saturating_duration_since(self.received)),
+        }
     }
 
     /// Whether [`Generation::next`] has an event without waiting for a worker (an adapter
@@ -138,6 +174,11 @@ impl Generation {
             },
         };
         if let Some(f) = frame {
+            if f.tokens > 0 && self.first_token.is_none() {
+                self.first_token = Some(f.arrived);
+            }
+            self.generated += f.tokens as u32;
+            self.prompt_tokens = f.prompt_tokens;
             self.track.tokens(f.arrived, f.tokens, f.prompt_tokens);
             self.track.detokenized(f.decode);
         }
@@ -179,6 +220,7 @@ impl Generation {
     /// handing over its last bytes, before they reach the socket: a scrape after them sees it.
     fn done(&mut self) -> Event {
         self.ended = true;
+        self.ended_at = Some(Instant::now());
         self.done_pending = true;
         Event::Done(self.usage)
     }
@@ -186,13 +228,18 @@ impl Generation {
 
 /// Resolve's result in hand: preprocess, route and dispatch every choice of `req`.
 pub(super) async fn start(ctx: &Rc<ShardCtx>, resolved: Resolved, mut req: InferRequest) -> Result<Generation, Error> {
+    let received = Instant::now();
+    let received_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
     let mut track = Tracker::start(ctx, &resolved.model, req.endpoint, req.stream);
     let counts_tokens = matches!(resolved.kind(), ModelKind::Tokens(_));
-    match choices(ctx, &resolved, &mut req, &track).await {
+    let mut sent = received;
+    match choices(ctx, &resolved, &mut req, &track, &mut sent).await {
         Ok((choices, annotations)) => {
             let n = u32::from(req.choices.max(1));
             let prompts = (choices.len() / n as usize).max(1);
-            Ok(Generation::new(choices, annotations, track, n, prompts, counts_tokens))
+            let mut g = Generation::new(choices, annotations, track, n, prompts, counts_tokens);
+            (g.received, g.received_ms, g.sent) = (received, received_ms, sent);
+            Ok(g)
         }
         Err(e) => {
             track.fail(&e);
@@ -211,6 +258,12 @@ impl Generation {
         counts_tokens: bool,
     ) -> Generation {
         let request_id = choices.first().map(|c| c.request_id().to_string()).unwrap_or_default();
+        let mut workers: SmallVec<[u64; 1]> = smallvec::smallvec![0; choices.len()];
+        for c in &choices {
+            if let Some(w) = workers.get_mut(c.index as usize) {
+                *w = c.worker();
+            }
+        }
         let mut annotations = annotations;
         if let Some(Event::Annotation { kind: AnnotationKind::RequestId, text }) = annotations.front_mut() {
             text.clone_from(&request_id);
@@ -246,6 +299,14 @@ impl Generation {
             counts_tokens,
             done_pending: false,
             ended: false,
+            generated: 0,
+            prompt_tokens: 0,
+            workers,
+            received: Instant::now(),
+            received_ms: 0,
+            sent: Instant::now(),
+            first_token: None,
+            ended_at: None,
         }
     }
 }
@@ -256,6 +317,7 @@ async fn choices(
     resolved: &Resolved,
     req: &mut InferRequest,
     track: &Tracker,
+    sent: &mut Instant,
 ) -> Result<(Vec<Choice>, VecDeque<Event>), Error> {
     let model = &resolved.model;
     let serving = &resolved.serving;
@@ -272,6 +334,7 @@ async fn choices(
                 ));
             };
             let mut wire = *wire;
+            *sent = Instant::now();
             let started = dispatch(ctx, model, serving, req.pinned, &mut wire).await?;
             Ok((vec![Choice::new(0, started, Mode::Tensors, None)], annotations))
         }
@@ -282,6 +345,7 @@ async fn choices(
             // Already parsed and validated by the adapter; this is the object as sent.
             let mut v = serde_json::from_slice::<serde_json::Value>(&body)
                 .map_err(|e| Error::new(Kind::BadRequest, format!("Failed to deserialize the JSON body: {e}")))?;
+            *sent = Instant::now();
             let started = dispatch(ctx, model, serving, req.pinned, &mut v).await?;
             Ok((vec![Choice::new(0, started, Mode::Chunks, None)], annotations))
         }
@@ -310,6 +374,7 @@ async fn choices(
                 annotations.push_front(Event::Annotation { kind: AnnotationKind::RequestId, text: String::new() });
             }
             let n = u32::from(req.choices.max(1));
+            *sent = Instant::now();
             let tok = || ShardTokenizer { tokenizers: tokens.tokenizers.clone(), shard: ctx.id };
             let state = |prompt_tokens: u32| {
                 Mode::Tokens(Box::new(TokenState::new(

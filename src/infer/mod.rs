@@ -34,6 +34,7 @@ pub mod tracker;
 
 use std::rc::Rc;
 
+pub use choice::{worker_fault, WorkerFault};
 pub use generation::Generation;
 pub use logprobs::TokenLogprob;
 pub use request::{AnnotationKind, ChatInput, InferRequest, Input, PlainRole, PlainTurn, Prompt, Stops};
@@ -61,6 +62,20 @@ pub struct Usage {
     pub completion_tokens: u32,
     /// `cached_tokens` as the worker reported it.
     pub cached_tokens: Option<u32>,
+}
+
+/// When a request's stages happened (Dynamo's `nvext.timing`), in milliseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Timing {
+    /// Unix time the request was taken.
+    pub request_received_ms: u64,
+    /// From then until the worker request was sent (template, tokenizer, router).
+    pub prefill_wait_time_ms: f64,
+    /// From the send until the first token.
+    pub prefill_time_ms: f64,
+    pub ttft_ms: f64,
+    /// From the request until its end.
+    pub total_time_ms: f64,
 }
 
 /// New text of one choice.

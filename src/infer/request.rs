@@ -44,7 +44,7 @@ pub struct InferRequest {
     /// A worker the client named; every router mode sends the request there.
     pub pinned: Option<u64>,
     /// `nvext.annotations`: forwarded to the worker; those the driver answers itself
-    /// ([`Annotation`]) come back as events before any text.
+    /// ([`AnnotationKind`]) come back as events before any text.
     pub annotations: Vec<String>,
     /// Routing hints forwarded to the worker (`cache_salt`, priorities, …).
     pub routing: RoutingHints,

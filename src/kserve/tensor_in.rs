@@ -220,7 +220,7 @@ fn check_declared(
         }
     }
     let declared_outputs: Vec<&str> = match &model.triton {
-        Some(t) => t.output.iter().map(|o| o.name.as_str()).collect(),
+        Some(t) => t.outputs.iter().map(|o| o.name.as_str()).collect(),
         None => model.config.outputs.iter().map(|o| o.name.as_str()).collect(),
     };
     if !declared_outputs.is_empty() {

@@ -18,7 +18,7 @@ use serde::Deserialize;
 use super::pb::model_metadata_response::TensorMetadata as PbTensorMetadata;
 use super::pb::{self, DataType as PbType};
 use crate::plane::tensor::{DataType, TensorMetadata, TensorModelConfig};
-use crate::registry::TensorModel;
+use crate::registry::{DeclaredTensor, TensorModel, TritonDeclared};
 
 /// The KServe `datatype` string of an element type.
 pub const fn kserve_name(t: DataType) -> &'static str {
@@ -76,12 +76,11 @@ pub fn load(v: Option<&serde_json::Value>) -> Result<TensorModel, String> {
         None | Some(serde_json::Value::Null) => TensorModelConfig::default(),
         Some(v) => TensorModelConfig::deserialize(v).map_err(|e| format!("tensor_model_config: {e}"))?,
     };
-    let triton = match &config.triton_model_config {
+    let triton = match triton_config(&config) {
         None => None,
-        Some(bytes) => Some(
-            <pb::ModelConfig as prost::Message>::decode(bytes.0.as_slice())
-                .map_err(|e| format!("tensor_model_config.triton_model_config is not a Triton ModelConfig: {e}"))?,
-        ),
+        Some(t) => {
+            Some(t.map_err(|e| format!("tensor_model_config.triton_model_config is not a Triton ModelConfig: {e}"))?)
+        }
     };
     if let Some(t) = &triton {
         for (what, name, ty) in t
@@ -95,7 +94,26 @@ pub fn load(v: Option<&serde_json::Value>) -> Result<TensorModel, String> {
             }
         }
     }
+    let triton = triton.map(|t| TritonDeclared {
+        platform: t.platform,
+        max_batch_size: t.max_batch_size,
+        inputs: t
+            .input
+            .into_iter()
+            .map(|i| DeclaredTensor { name: i.name, data_type: i.data_type, dims: i.dims, optional: i.optional })
+            .collect(),
+        outputs: t
+            .output
+            .into_iter()
+            .map(|o| DeclaredTensor { name: o.name, data_type: o.data_type, dims: o.dims, optional: false })
+            .collect(),
+    });
     Ok(TensorModel { config, triton })
+}
+
+/// The card's Triton `ModelConfig`, decoded from its bytes (`None` when it has none).
+fn triton_config(config: &TensorModelConfig) -> Option<Result<pb::ModelConfig, prost::DecodeError>> {
+    config.triton_model_config.as_ref().map(|bytes| <pb::ModelConfig as prost::Message>::decode(bytes.0.as_slice()))
 }
 
 /// One input a model declares, as a client must send it.
@@ -116,7 +134,7 @@ pub fn declared_inputs(model: &TensorModel) -> (Vec<Declared>, Option<i64>) {
         Some(t) => {
             let batch = (t.max_batch_size > 0).then_some(i64::from(t.max_batch_size));
             let inputs = t
-                .input
+                .inputs
                 .iter()
                 .filter_map(|i| {
                     Some(Declared {
@@ -167,8 +185,8 @@ pub fn model_metadata(name: String, model: &TensorModel) -> pb::ModelMetadataRes
                 name,
                 versions,
                 platform: t.platform.clone(),
-                inputs: t.input.iter().map(|i| pb_meta(&i.name, ty(i.data_type), shape(&i.dims))).collect(),
-                outputs: t.output.iter().map(|o| pb_meta(&o.name, ty(o.data_type), shape(&o.dims))).collect(),
+                inputs: t.inputs.iter().map(|i| pb_meta(&i.name, ty(i.data_type), shape(&i.dims))).collect(),
+                outputs: t.outputs.iter().map(|o| pb_meta(&o.name, ty(o.data_type), shape(&o.dims))).collect(),
             }
         }
         None => pb::ModelMetadataResponse {
@@ -183,8 +201,9 @@ pub fn model_metadata(name: String, model: &TensorModel) -> pb::ModelMetadataRes
 
 /// `ModelConfig` of a tensor model named `name`.
 pub fn model_config(name: String, model: &TensorModel) -> pb::ModelConfig {
-    if let Some(t) = &model.triton {
-        return t.clone();
+    // Checked when the card arrived: it decodes.
+    if let Some(Ok(t)) = triton_config(&model.config) {
+        return t;
     }
     let c = &model.config;
     // One tensor of the config: name, `TYPE_*`, dims.

@@ -32,6 +32,7 @@
 //! std and the Registry's plain [`CardLimits`].
 
 pub mod families;
+pub mod kv;
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
@@ -185,7 +186,7 @@ pub struct Snapshot {
     /// Per-model request families, by model name.
     pub models: BTreeMap<String, ModelStats>,
     /// The kv router's counters (`--router-mode kv`; filled in by the shard).
-    pub kv: crate::router::kv::select::KvStats,
+    pub kv: kv::KvStats,
 }
 
 impl Snapshot {
@@ -287,7 +288,7 @@ fn render_frontend(blocks: &mut Blocks, prefix: &str, s: &Snapshot, served: &[Se
 }
 
 /// The kv router's families (only once it routed or indexed something).
-fn render_kv(out: &mut String, kv: &crate::router::kv::select::KvStats) {
+fn render_kv(out: &mut String, kv: &kv::KvStats) {
     if kv.decisions.is_empty() && kv.index_ops == 0 {
         return;
     }
@@ -339,8 +340,8 @@ fn render_kv(out: &mut String, kv: &crate::router::kv::select::KvStats) {
 }
 
 /// The booked load per worker rank, and the other routers' bookings held (replica sync).
-fn render_active(out: &mut String, kv: &crate::router::kv::select::KvStats) {
-    type Get = fn(&crate::router::kv::select::ActiveLoad) -> u64;
+fn render_active(out: &mut String, kv: &kv::KvStats) {
+    type Get = fn(&kv::ActiveLoad) -> u64;
     let gauges: [(&str, &str, Get); 3] = [
         ("active_requests", "Requests booked on a worker rank (this router's and its replicas')", |a| a.requests),
         ("active_prefill_tokens", "Booked prefill tokens not yet prefilled on a worker rank", |a| a.prefill_tokens),

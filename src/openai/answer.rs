@@ -13,6 +13,8 @@
 //! error event and `[DONE]`. The client going away (the stream's receiver dropped) drops the
 //! generation, which cancels its workers.
 
+use std::io::Write as _;
+
 use bytes::Bytes;
 use smallvec::SmallVec;
 
@@ -36,8 +38,68 @@ pub struct Shape {
     pub api: Api,
     /// The model name the client asked for (the answer's `model`).
     pub model: String,
-    /// `stream_options.include_usage`.
-    pub include_usage: bool,
+    /// What the answer carries besides its events (usage chunk, `nvext`).
+    pub extras: super::to_infer::Extras,
+}
+
+impl Shape {
+    /// The `nvext` object of a choice's chunk (or of the whole answer, `choice` 0), when the
+    /// request asked for one: `worker_id` (prefill and decode worker are the same one here),
+    /// and `timing` on the last chunk.
+    fn nvext(&self, gen: &Generation, choice: u32, last: bool) -> Option<Vec<u8>> {
+        let timing = self.extras.timing && last;
+        if !self.extras.worker_id && !timing {
+            return None;
+        }
+        let mut out = Vec::with_capacity(160);
+        out.push(b'{');
+        if self.extras.worker_id {
+            let w = gen.worker(choice).unwrap_or(0);
+            let _ = write!(out, "\"worker_id\":{{\"prefill_worker_id\":{w},\"decode_worker_id\":{w}}}");
+        }
+        if timing {
+            if self.extras.worker_id {
+                out.push(b',');
+            }
+            let t = gen.timing();
+            let _ = write!(
+                out,
+                "\"timing\":{{\"request_received_ms\":{},\"prefill_wait_time_ms\":{},\"prefill_time_ms\":{},\"ttft_ms\":{},\"total_time_ms\":{}}}",
+                t.request_received_ms, t.prefill_wait_time_ms, t.prefill_time_ms, t.ttft_ms, t.total_time_ms
+            );
+        }
+        out.push(b'}');
+        Some(out)
+    }
+}
+
+/// Put `,"nvext":<nvext>` inside the JSON object that ends `out`.
+fn append_nvext(out: &mut Vec<u8>, nvext: Option<Vec<u8>>) {
+    if let Some(nvext) = nvext {
+        append_member(out, b"nvext", &nvext);
+    }
+}
+
+/// Put `,"<name>":<value>` inside the JSON object that ends `out` (before its closing brace
+/// and, for an SSE event, the blank line).
+fn append_member(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+    let tail = if out.ends_with(b"}\n\n") { 3 } else { 1 };
+    let rest = out.split_off(out.len() - tail);
+    out.extend_from_slice(b",\"");
+    out.extend_from_slice(name);
+    out.extend_from_slice(b"\":");
+    out.extend_from_slice(value);
+    out.extend_from_slice(&rest);
+}
+
+/// The usage so far on a streamed chunk (`stream_options.continuous_usage_stats`): a member
+/// of a chat chunk; completions chunks carry it in their `usage`.
+fn running_usage(out: &mut Vec<u8>, shape: &Shape, gen: &Generation) {
+    if shape.extras.continuous_usage && shape.api == Api::Chat {
+        let mut u = Vec::with_capacity(80);
+        body::usage_json(&mut u, &gen.usage_so_far(), false);
+        append_member(out, b"usage", &u);
+    }
 }
 
 /// The OpenAI `finish_reason`.
@@ -130,6 +192,7 @@ pub async fn whole(shape: &Shape, mut gen: Generation) -> Result<Vec<u8>, Error>
     }
     let id = response_id(shape.api, &gen);
     let created = gen.created();
+    let nvext = shape.nvext(&gen, 0, true);
     drop(gen);
     let meta = Meta::new(&id, created, &shape.model);
     let parts: SmallVec<[body::Choice<'_>; 1]> = choices
@@ -148,6 +211,7 @@ pub async fn whole(shape: &Shape, mut gen: Generation) -> Result<Vec<u8>, Error>
         Api::Chat => body::chat_completion_choices(&mut out, &meta, &parts, &usage),
         Api::Completions => body::completion_choices(&mut out, &meta, &parts, &usage),
     }
+    append_nvext(&mut out, nvext);
     Ok(out)
 }
 
@@ -181,12 +245,21 @@ pub async fn stream(shape: Shape, mut gen: Generation, tx: local::Sender<Bytes>)
                 let first = first_chunk(&mut started, d.choice);
                 let lp = render_logprobs(shape.api, &d.logprobs);
                 let m = meta_of(d.choice);
+                let so_far = shape.extras.continuous_usage.then(|| gen.usage_so_far());
                 match shape.api {
                     Api::Chat => body::chat_chunk_at(&mut out, m, d.choice, Some(&d.text), first, None, lp.as_deref()),
-                    Api::Completions => {
-                        body::completion_chunk_at(&mut out, m, d.choice, Some(&d.text), None, None, lp.as_deref())
-                    }
+                    Api::Completions => body::completion_chunk_at(
+                        &mut out,
+                        m,
+                        d.choice,
+                        Some(&d.text),
+                        None,
+                        so_far.as_ref(),
+                        lp.as_deref(),
+                    ),
                 }
+                running_usage(&mut out, &shape, &gen);
+                append_nvext(&mut out, shape.nvext(&gen, d.choice, false));
                 false
             }
             Some(Event::Finish { choice, reason, logprobs, .. }) => {
@@ -194,12 +267,15 @@ pub async fn stream(shape: Shape, mut gen: Generation, tx: local::Sender<Bytes>)
                 let lp = render_logprobs(shape.api, &logprobs);
                 let reason = Some(finish_reason(reason));
                 let m = meta_of(choice);
+                let so_far = shape.extras.continuous_usage.then(|| gen.usage_so_far());
                 match shape.api {
                     Api::Chat => body::chat_chunk_at(&mut out, m, choice, None, first, reason, lp.as_deref()),
                     Api::Completions => {
-                        body::completion_chunk_at(&mut out, m, choice, Some(""), reason, None, lp.as_deref())
+                        body::completion_chunk_at(&mut out, m, choice, Some(""), reason, so_far.as_ref(), lp.as_deref())
                     }
                 }
+                running_usage(&mut out, &shape, &gen);
+                append_nvext(&mut out, shape.nvext(&gen, choice, true));
                 false
             }
             Some(Event::Done(usage)) => {
@@ -254,7 +330,7 @@ fn first_chunk(started: &mut SmallVec<[bool; 1]>, choice: u32) -> bool {
 
 /// The end of a Tokens stream: the usage chunk when asked for, then `[DONE]`.
 fn done(out: &mut Vec<u8>, shape: &Shape, meta: &Meta<'_>, usage: &Usage) {
-    if shape.include_usage {
+    if shape.extras.include_usage {
         match shape.api {
             Api::Chat => body::chat_usage_chunk(out, meta, usage),
             Api::Completions => body::completion_chunk(out, meta, None, None, Some(usage), None),

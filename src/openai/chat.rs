@@ -176,36 +176,65 @@ impl NvCreateChatCompletionRequest {
                 m.insert("type".into(), Value::String("object".into()));
                 Some(Cow::Owned(Value::Object(m)))
             }
-            Some(ResponseFormat::JsonSchema { json_schema }) => json_schema.schema.as_ref().map(Cow::Borrowed),
+            Some(ResponseFormat::JsonSchema { json_schema }) => {
+                (!json_schema.schema.is_null()).then_some(Cow::Borrowed(&json_schema.schema))
+            }
             _ => None,
         }
     }
 
-    /// Variables for the chat template: `chat_template_args` with `thinking` and
-    /// `reasoning_effort` folded in the way Dynamo does (`thinking`/`thinking_mode`,
-    /// `enable_thinking` unless already set, `reasoning_effort`).
+    /// Variables for the chat template: `chat_template_args` with the reasoning controls
+    /// (`thinking`, `reasoning_effort`, and the thinking switches inside the arguments)
+    /// resolved into every dialect templates read, as Dynamo 1.6.1 resolves them: a decision
+    /// is written as `thinking`, `enable_thinking` and `thinking_mode` alike; `adaptive`
+    /// leaves the choice to the model (no switch survives).
     pub fn template_args(&self) -> Map<String, Value> {
         let mut args = self.chat_template_args.clone().unwrap_or_default();
-        match self.thinking.as_ref().and_then(|t| thinking_mode(t).ok()) {
-            Some(ThinkingMode::Enabled) => {
-                args.insert("thinking".into(), Value::Bool(true));
-                args.insert("thinking_mode".into(), Value::String("enabled".into()));
-            }
-            Some(ThinkingMode::Disabled) => {
-                args.insert("thinking".into(), Value::Bool(false));
-                args.insert("thinking_mode".into(), Value::String("disabled".into()));
-            }
+        let mode = self.thinking.as_ref().and_then(|t| thinking_mode(t).ok());
+        // An explicit top-level grade wins, else the one inside the arguments.
+        let effort = match self.reasoning_effort {
+            Some(e) => Some(Value::String(e.as_str().into())),
+            None => args.get("reasoning_effort").filter(|e| !e.is_null()).cloned(),
+        };
+        let controlled = ["thinking", "enable_thinking", "thinking_mode"].iter().any(|k| args.contains_key(*k));
+        if mode.is_none() && effort.is_none() && !controlled {
+            return args;
+        }
+        match mode {
+            Some(ThinkingMode::Enabled) => set_thinking(&mut args, true),
+            Some(ThinkingMode::Disabled) => set_thinking(&mut args, false),
             Some(ThinkingMode::Adaptive) => {
+                args.remove("thinking");
+                args.remove("enable_thinking");
                 args.insert("thinking_mode".into(), Value::String("adaptive".into()));
             }
             None => {}
         }
-        if let Some(effort) = self.reasoning_effort {
-            args.entry("enable_thinking").or_insert(Value::Bool(effort != ReasoningEffort::None));
-            args.insert("reasoning_effort".into(), Value::String(effort.as_str().into()));
+        let nested = args.get("thinking_mode").and_then(Value::as_str).map(str::to_ascii_lowercase);
+        let decided = ["thinking", "enable_thinking"]
+            .iter()
+            .find_map(|k| args.get(*k).and_then(Value::as_bool))
+            .or_else(|| match nested.as_deref() {
+                Some("adaptive") => None,
+                Some("enabled") => Some(true),
+                Some("disabled") => Some(false),
+                _ => effort.as_ref().and_then(Value::as_str).map(|e| e != "none"),
+            });
+        if let Some(on) = decided {
+            set_thinking(&mut args, on);
+        }
+        if let Some(effort) = effort {
+            args.insert("reasoning_effort".into(), effort);
         }
         args
     }
+}
+
+/// A thinking decision, stated in every dialect.
+fn set_thinking(args: &mut Map<String, Value>, on: bool) {
+    args.insert("thinking".into(), Value::Bool(on));
+    args.insert("enable_thinking".into(), Value::Bool(on));
+    args.insert("thinking_mode".into(), Value::String(if on { "enabled" } else { "disabled" }.into()));
 }
 
 /// Shape of the `thinking` field.

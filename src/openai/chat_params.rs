@@ -175,9 +175,8 @@ pub struct ResponseFormatJsonSchema {
     pub description: Option<String>,
     /// Name.
     pub name: String,
-    /// The JSON schema (required by validation).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub schema: Option<Value>,
+    /// The JSON schema: required (a missing one fails the parse, `null` validation).
+    pub schema: Value,
     /// Strict adherence.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub strict: Option<bool>,

@@ -1,4 +1,4 @@
-//! OpenAI chunk objects a `model_input = Text` worker sends (spec §7.4), relayed and
+//! OpenAI chunk objects a `model_input = Text` worker sends (docs/dynamo/request-plane.md §7.4), relayed and
 //! aggregated the way Dynamo 1.6.1 does: each chunk is read into Dynamo's chunk type and
 //! written back in that type's key order (capture `ptext1`: the worker's `id`, `created` and
 //! `usage` kept, `"logprobs":null` added, keys reordered), and a non-streamed answer is the

@@ -78,7 +78,9 @@ pub fn chat(r: &NvCreateChatCompletionRequest) -> Result<Option<GuidedDecoding>,
     let e = explicit!(r);
     let json = e.json.cloned().or_else(|| match &r.response_format {
         Some(ResponseFormat::JsonObject) => Some(json!({"type": "object"})),
-        Some(ResponseFormat::JsonSchema { json_schema }) => json_schema.schema.clone().filter(|s| !s.is_null()),
+        Some(ResponseFormat::JsonSchema { json_schema }) => {
+            (!json_schema.schema.is_null()).then(|| json_schema.schema.clone())
+        }
         _ => None,
     });
     let mut guided = build(json, &e)?;

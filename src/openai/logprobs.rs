@@ -1,4 +1,4 @@
-//! Output-token log probabilities as Dynamo 1.6.1 renders them (spec §8.6, capture `p_lp`):
+//! Output-token log probabilities as Dynamo 1.6.1 renders them (docs/dynamo/request-plane.md §8.6, capture `p_lp`):
 //!
 //! * chat: `{"content":[{"token","logprob","token_id","bytes","top_logprobs":[{"token",
 //!   "logprob","bytes"}]}],"refusal":null}` — note the extra `token_id`;

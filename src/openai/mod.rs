@@ -62,6 +62,7 @@ pub mod messages;
 pub mod nvext;
 pub mod response;
 pub mod serve;
+pub mod strict;
 pub mod to_infer;
 pub mod validate;
 

@@ -63,7 +63,8 @@ fn tail(out: &mut Vec<u8>, meta: &Meta<'_>) {
     out.extend_from_slice(&meta.tail);
 }
 
-fn usage_json(out: &mut Vec<u8>, u: &Usage, completions: bool) {
+/// A usage object (`completions`: in the completions shape, with `audio_tokens`).
+pub(super) fn usage_json(out: &mut Vec<u8>, u: &Usage, completions: bool) {
     // Numbers through `itoa` (`uint`): `write!` cost ~1.4 K instructions for these few.
     out.extend_from_slice(b"{\"prompt_tokens\":");
     uint(out, u64::from(u.prompt_tokens));

@@ -40,22 +40,26 @@ pub async fn serve(
         Api::Chat => super::parse_chat(body).and_then(|r| to_infer::chat(r, body)),
         Api::Completions => super::parse_completion(body).and_then(|r| to_infer::completion(r, body)),
     };
-    let (req, include_usage) = match parsed.and_then(|r| pinned.map(|p| (r, p))) {
-        Ok(((mut r, include_usage), p)) => {
+    let (req, extras) = match parsed.and_then(|r| pinned.map(|p| (r, p))) {
+        Ok(((mut r, extras), p)) => {
             if let Some(id) = p {
                 // A worker named by header is both the target and the decode worker.
                 r.pinned = Some(id);
                 r.routing.backend_instance_id = Some(id);
                 r.routing.decode_worker_id = Some(id);
             }
-            (r, include_usage)
+            (r, extras)
         }
         Err(e) => {
             rejected(ctx, api, body, &e);
             return Err(e);
         }
     };
-    let shape = Shape { api, model: req.model.clone(), include_usage };
+    if let Err(e) = ranks_name_a_worker(&req) {
+        rejected(ctx, api, body, &e);
+        return Err(e);
+    }
+    let shape = Shape { api, model: req.model.clone(), extras };
     let stream = req.stream;
     let gen = crate::infer::run(ctx, req).await?;
     if stream {
@@ -64,6 +68,18 @@ pub async fn serve(
         return Ok(Answer::Stream(rx));
     }
     answer::whole(&shape, gen).await.map(Answer::Json)
+}
+
+/// A data-parallel rank (`nvext.dp_rank`, `prefill_dp_rank`) is a rank of a worker the
+/// request names; without one it means nothing, and 1.6.1 answers 400 `Invalid request`.
+fn ranks_name_a_worker(req: &crate::infer::InferRequest) -> Result<(), Error> {
+    let r = &req.routing;
+    let rank = r.dp_rank.is_some() || r.prefill_dp_rank.is_some();
+    let worker = req.pinned.is_some() || r.decode_worker_id.is_some() || r.prefill_worker_id.is_some();
+    if rank && !worker {
+        return Err(Error::new(crate::error::Kind::BadRequest, "Invalid request"));
+    }
+    Ok(())
 }
 
 /// Count a request refused before it reached the driver, labelled with its model when that

@@ -154,6 +154,10 @@ macro_rules! common_ext_fields {
                 skip_special_tokens: Option<bool>,
                 /// Number of log probabilities to return per prompt token.
                 prompt_logprobs: Option<u32>,
+                /// Chat only: end the prompt with the assistant's turn header (default true).
+                add_generation_prompt: Option<bool>,
+                /// Chat only: leave the last message open for the model to continue.
+                continue_final_message: Option<bool>,
             }
         }
     };

@@ -115,10 +115,37 @@ macro_rules! common {
     }};
 }
 
+/// What an OpenAI answer carries besides the driver's events.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Extras {
+    /// `stream_options.include_usage`: a stream ends with a usage chunk.
+    pub include_usage: bool,
+    /// `stream_options.continuous_usage_stats`: every chunk carries the usage so far.
+    pub continuous_usage: bool,
+    /// `nvext.worker_id` on the answer (asked by `nvext.extra_fields: ["worker_id"]` or the
+    /// `query_instance_id:` annotation).
+    pub worker_id: bool,
+    /// `nvext.timing` on the answer's last chunk (`nvext.extra_fields: ["timing"]`).
+    pub timing: bool,
+}
+
+macro_rules! extras {
+    ($r:expr) => {{
+        let r = $r;
+        let nvext = r.nvext.as_ref();
+        let field = |name: &str| nvext.is_some_and(|n| n.wants_extra_field(name));
+        Extras {
+            include_usage: r.include_usage(),
+            continuous_usage: r.continuous_usage_stats(),
+            worker_id: field("worker_id") || nvext.is_some_and(NvExt::has_query_instance_id_annotation),
+            timing: field("timing"),
+        }
+    }};
+}
+
 /// A parsed chat request (`body` is what it was parsed from: the template reads its
-/// messages from there, in the client's key order), and whether a stream ends with usage
-/// (`stream_options.include_usage`: the adapter's business, not the driver's).
-pub fn chat(mut r: Box<NvCreateChatCompletionRequest>, body: &Bytes) -> Result<(InferRequest, bool), Error> {
+/// messages from there, in the client's key order), and what its answer carries besides.
+pub fn chat(mut r: Box<NvCreateChatCompletionRequest>, body: &Bytes) -> Result<(InferRequest, Extras), Error> {
     let guided = super::guided::chat(&r)?;
     let chat = chat_input(&mut r, body.clone());
     let mut req = InferRequest::new(Endpoint::ChatCompletions, std::mem::take(&mut r.model), Input::Chat(chat));
@@ -131,7 +158,7 @@ pub fn chat(mut r: Box<NvCreateChatCompletionRequest>, body: &Bytes) -> Result<(
     req.mm_processor_kwargs = r.mm_processor_kwargs.take();
     req.media_io_kwargs = r.media_io_kwargs.take();
     req.forward = Some(body.clone());
-    Ok((req, r.include_usage()))
+    Ok((req, extras!(&*r)))
 }
 
 /// The conversation of a chat request for the template; `json` is the body it was parsed
@@ -143,6 +170,8 @@ pub fn chat_input(r: &mut NvCreateChatCompletionRequest, json: Bytes) -> ChatInp
         tools: r.tools.as_ref().is_some_and(|t| !t.is_empty()),
         tool_choice_none: matches!(r.tool_choice, Some(super::chat_params::ChatCompletionToolChoiceOption::None)),
         args: r.template_args(),
+        add_generation_prompt: r.add_generation_prompt,
+        continue_final_message: r.continue_final_message == Some(true),
     }
 }
 
@@ -179,8 +208,8 @@ fn plain_turns(messages: &mut [ChatMessage]) -> Option<Vec<PlainTurn>> {
     Some(turns)
 }
 
-/// A parsed completion request, and whether a stream ends with usage.
-pub fn completion(mut r: NvCreateCompletionRequest, body: &Bytes) -> Result<(InferRequest, bool), Error> {
+/// A parsed completion request, and what its answer carries besides.
+pub fn completion(mut r: NvCreateCompletionRequest, body: &Bytes) -> Result<(InferRequest, Extras), Error> {
     let guided = super::guided::completion(&r)?;
     let prompts: SmallVec<[Prompt; 1]> = match std::mem::replace(&mut r.prompt, OpenAiPrompt::StringArray(Vec::new())) {
         OpenAiPrompt::String(text) => smallvec::smallvec![Prompt::Text(text)],
@@ -197,7 +226,7 @@ pub fn completion(mut r: NvCreateCompletionRequest, body: &Bytes) -> Result<(Inf
     req.output.no_stop_trim = r.no_stop_trim;
     req.echo = r.echo == Some(true);
     req.forward = Some(body.clone());
-    Ok((req, r.include_usage()))
+    Ok((req, extras!(&r)))
 }
 
 /// The routing hints 1.6.1 sends: from `nvext` when the request has one (worker ids and

@@ -109,6 +109,9 @@ fn chat_fields(req: &NvCreateChatCompletionRequest, unknown: &[String], opts: &P
     user(req.user.as_deref())?;
     common(req.repetition_penalty, req.min_p, req.top_k)?;
     n_with_temperature(req.n, req.temperature)?;
+    if req.continue_final_message == Some(true) && req.add_generation_prompt.unwrap_or(true) {
+        return Err("Cannot set both `continue_final_message` and `add_generation_prompt` to True.".into());
+    }
     if let Some(t) = &req.thinking {
         thinking_mode(t).map_err(str::to_string)?;
     }
@@ -243,15 +246,19 @@ fn response_format(format: Option<&ResponseFormat>) -> Check {
     if json_schema.name.is_empty() {
         return Err("`response_format.json_schema.name` cannot be empty".into());
     }
-    match &json_schema.schema {
-        None => Err("`response_format.json_schema.schema` is required when \
-                     `response_format.type` is `json_schema`"
-            .into()),
-        Some(Value::Bool(false)) => Err("`response_format.json_schema.schema` cannot be false \
-                                         because it is unsatisfiable"
-            .into()),
-        Some(_) => Ok(()),
-    }
+    let kind = match &json_schema.schema {
+        Value::Null => {
+            return Err("`response_format.json_schema.schema` is required when `response_format.type` is \
+                        `json_schema`"
+                .into())
+        }
+        Value::Object(_) => return Ok(()),
+        Value::Array(_) => "array",
+        Value::String(_) => "string",
+        Value::Number(_) => "number",
+        Value::Bool(_) => "boolean",
+    };
+    Err(format!("`response_format.json_schema.schema` must be a JSON object, got {kind}"))
 }
 
 fn stop(stop: Option<&Stop>) -> Check {
@@ -306,6 +313,7 @@ fn tools(tools: Option<&[ChatCompletionTool]>) -> Check {
                  underscores, and dashes are allowed."
             ));
         }
+        super::strict::check_function(name, tool.function.strict, tool.function.parameters.as_ref())?;
     }
     Ok(())
 }

@@ -1,6 +1,6 @@
 //! Byte framing of the TCP request plane: request frame, two-part message, acknowledgement.
 //!
-//! All integers are big-endian. Facts: spec §5.2, §5.3, §5.5, §6.6, checked against
+//! All integers are big-endian. Facts: docs/dynamo/request-plane.md §5.2, §5.3, §5.5, §6.6, checked against
 //! `req1`, `stream1`, `deadworker` (4 pipelined frames) and `concurrency` (30 pipelined frames).
 //!
 //! Request frame (frontend → worker, one persistent pipelined connection per worker):

@@ -14,10 +14,10 @@
 //! error). So for every input the result equals the serde decoder's: the tests compare both
 //! on every captured frame and on random values.
 
-use super::callback::Item;
 use super::payload::{
     Annotated, CompletionUsage, FinishReason, LLMEngineOutput, OutputType, PromptTokensDetails, ResponseEnvelope,
 };
+use super::stream::Item;
 
 /// The envelope decoded from `b` (all of it), or `None`: not on the fast path.
 pub fn envelope(b: &[u8]) -> Option<ResponseEnvelope<Item>> {

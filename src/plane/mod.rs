@@ -14,27 +14,20 @@
 //! | [`stream`] | the response-stream sequence: handshake, prologue, data..., `complete_final`, sentinel; `kill` / `stop` going the other way |
 //! | [`tensor`] | serde types of tensor models: `NvCreateTensorRequest` / `NvCreateTensorResponse` and the card's `tensor_model_config` |
 //!
-//! Beside the codecs, two blocking event-plane subscribers for the event-ingest thread:
-//! [`zmq`] (a ZMTP `SUB` socket per publisher) and [`nats`] (a core-NATS client).
-//!
-//! Facts come from `/work/shared/spec/dynamo-request-plane.md` (sections 5, 6, 7) and were
+//! Facts are in docs/dynamo/request-plane.md (sections 5, 6, 7) and were
 //! checked against the loopback captures of real 1.6.1 processes; the bytes used by the tests
 //! are copied under `tests/data/plane/` (see its README).
 //!
 //! Errors are [`PlaneError`]; it converts into the crate [`Error`](crate::Error) as a worker
 //! fault (503, retry allowed) because on the frontend every malformed byte came from a worker.
 
-pub mod callback;
-pub mod client;
 pub mod frame;
 pub mod itemdec;
-pub mod nats;
+pub mod kv_events;
 pub mod payload;
 pub mod reqenc;
 pub mod stream;
 pub mod tensor;
-pub mod zmq;
-pub mod zmq_pub;
 
 use std::fmt;
 
@@ -53,7 +46,7 @@ pub use stream::{
     StreamEvent,
 };
 
-/// `DYN_TCP_MAX_MESSAGE_SIZE` default: 32 MiB (\[S\] in the spec, appendix A).
+/// `DYN_TCP_MAX_MESSAGE_SIZE` default: 32 MiB (\[S\] in docs/dynamo/request-plane.md, appendix A).
 pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 32 * 1024 * 1024;
 
 /// Result of feeding bytes to a decoder: a whole frame, or "need more bytes".

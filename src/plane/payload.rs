@@ -1,6 +1,6 @@
 //! Serde types of what travels inside the two-part messages, and the msgpack / JSON codec.
 //!
-//! Encoding rules (spec §7.1, verified against `captures/wire_types.txt` and the copied
+//! Encoding rules (docs/dynamo/request-plane.md §7.1, verified against the captured `stream1` request body (tests/data/plane/stream1.req.bin) and the copied
 //! frames): msgpack **maps keyed by serde field name** (`rmp_serde::to_vec_named`), smallest
 //! integer encodings, `f32` sampling floats as msgpack float32, `nil` for `None` on fields
 //! that are always serialized, absent keys for skip-if-none fields. Key order is the field
@@ -233,7 +233,7 @@ impl RequestControlMessage {
 
 // ---------------------------------------------------------------- PreprocessedRequest
 
-/// The request body for `model_input = Tokens` (spec §7.2). Every key here was seen on the
+/// The request body for `model_input = Tokens` (docs/dynamo/request-plane.md §7.2). Every key here was seen on the
 /// wire; all ten top-level keys are always sent by 1.6.1.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -503,7 +503,7 @@ impl<T> Annotated<T> {
     }
 }
 
-/// Dynamo's error object carried by an error item (spec §6.5). `diagnostic` is for
+/// Dynamo's error object carried by an error item (docs/dynamo/request-plane.md §6.5). `diagnostic` is for
 /// operators only and must not reach clients.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -581,7 +581,7 @@ pub struct PromptTokensDetails {
     pub cached_tokens: Option<u32>,
 }
 
-/// `LLMEngineOutput` (spec §7.3), the `data` of an item for `model_input = Tokens`.
+/// `LLMEngineOutput` (docs/dynamo/request-plane.md §7.3), the `data` of an item for `model_input = Tokens`.
 /// The first nine keys are always serialized (the mocker sends them with `nil`); the rest
 /// are skip-if-none.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

@@ -1,7 +1,7 @@
 //! The response stream ("call-home") as a pure state machine, plus its encoders.
 //!
 //! For each request the worker opens a new TCP connection to the frontend's listener and
-//! writes two-part messages (spec §6.2, checked against `req1`, `stream1`, `p_*`,
+//! writes two-part messages (docs/dynamo/request-plane.md §6.2, checked against `req1`, `stream1`, `p_*`,
 //! `ptext1`, `p_json`, `cancel1`, `migrate1`, `deadworker`):
 //!
 //! | # | kind | content |
@@ -23,9 +23,10 @@ use bytes::BytesMut;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use super::callback::Item;
 use super::frame::{encode_two_part, TwoPartDecoder, TwoPartKind};
-use super::payload::{CallHomeHandshake, Codec, ControlMessage, ResponseEnvelope, StreamPrologue};
+use super::payload::{
+    Annotated, CallHomeHandshake, Codec, ControlMessage, LLMEngineOutput, ResponseEnvelope, StreamPrologue,
+};
 use super::{Decoded, PlaneError};
 
 /// One step of a response stream.
@@ -203,4 +204,43 @@ pub fn encode_complete_final(out: &mut Vec<u8>, codec: Codec) -> Result<(), Plan
 /// Append a header-only control word: `"sentinel"` (worker), `"kill"` / `"stop"` (frontend).
 pub fn encode_control(out: &mut Vec<u8>, word: ControlMessage) {
     encode_two_part(out, word.as_json(), b"");
+}
+
+/// Item type of a `model_input = Tokens` stream.
+pub type Item = Annotated<Box<LLMEngineOutput>>;
+/// Item type of a `model_input = Text` stream: OpenAI chunk objects, kept as JSON.
+pub type JsonItem = Annotated<serde_json::Value>;
+/// Item type of a `model_input = Tensor` stream.
+pub type TensorItem = Annotated<super::tensor::TensorResponse>;
+
+/// How a stream's items are decoded, chosen when the subject is registered.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ItemMode {
+    /// [`Item`]s (`LLMEngineOutput`).
+    #[default]
+    Tokens,
+    /// [`JsonItem`]s (whatever the worker sends as `data`).
+    Json,
+    /// [`TensorItem`]s (`NvCreateTensorResponse`).
+    Tensor,
+}
+
+/// One decoded item, in the mode of its stream. Not boxed: Tokens items are the hot path and
+/// were this size before; a JSON item is only ever smaller.
+#[derive(Clone, Debug, PartialEq)]
+#[allow(clippy::large_enum_variant)]
+pub enum StreamItem {
+    Tokens(Item),
+    Json(JsonItem),
+    Tensor(TensorItem),
+}
+
+impl StreamItem {
+    /// The Tokens item, `None` for a JSON one.
+    pub fn into_tokens(self) -> Option<Item> {
+        match self {
+            StreamItem::Tokens(i) => Some(i),
+            StreamItem::Json(_) | StreamItem::Tensor(_) => None,
+        }
+    }
 }

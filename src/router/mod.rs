@@ -12,7 +12,7 @@
 //! A named worker pins the request in every mode, as in Dynamo. A worker that failed on the
 //! request path (refused connect, lost connection, stream cut before the first token, no
 //! call-back) is *inhibited* — skipped by every mode — for `DYN_RUNTIME_INHIBITED_DURATION_SECS`
-//! (default 5 s), as 1.6.1 does (spec §9.1); the request is retried on another worker. Only
+//! (default 5 s), as 1.6.1 does (docs/dynamo/request-plane.md §9.1); the request is retried on another worker. Only
 //! a pinned request still goes to an inhibited worker (it asked for that one). When every
 //! worker is inhibited or already tried, [`Router::pick`] returns `None` and the caller
 //! answers 503. "In flight" is counted by
@@ -31,35 +31,7 @@ use smallvec::SmallVec;
 use crate::error::{Error, Kind};
 use crate::registry::Worker;
 
-/// The router modes built so far (`kv` is not one of them yet).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mode {
-    RoundRobin,
-    Random,
-    PowerOfTwo,
-    LeastLoaded,
-    DeviceAwareWeighted,
-    Direct,
-    /// KV-cache aware ([`kv::select`]); without an index (or for a prompt given as text to a
-    /// Text model) it routes round-robin.
-    Kv,
-}
-
-impl Mode {
-    /// The mode of a `--router-mode` value, if built.
-    pub fn parse(s: &str) -> Option<Mode> {
-        Some(match s {
-            "round-robin" => Mode::RoundRobin,
-            "random" => Mode::Random,
-            "power-of-two" => Mode::PowerOfTwo,
-            "least-loaded" => Mode::LeastLoaded,
-            "device-aware-weighted" => Mode::DeviceAwareWeighted,
-            "direct" => Mode::Direct,
-            "kv" => Mode::Kv,
-            _ => return None,
-        })
-    }
-}
+pub use crate::config::settings::RouterMode as Mode;
 
 /// One shard's router state.
 pub struct Router {

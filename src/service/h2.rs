@@ -67,7 +67,7 @@ async fn send_response(
     mut respond: SendResponse<Bytes>,
     mut resp: Response,
     head_only: bool,
-    date: &crate::http1::response::DateCache,
+    date: &crate::util::date::DateCache,
 ) {
     let chunks = resp.take_stream();
     let mut head = http::Response::builder().status(resp.status);

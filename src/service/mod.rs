@@ -28,6 +28,11 @@ use crate::infer::tracker;
 use crate::shard::ShardCtx;
 use routes::{RouteId, Routes};
 
+/// Start the shards, each serving the HTTP/1.1, HTTP/2 and gRPC routes of this module.
+pub fn start(config: std::sync::Arc<crate::config::Config>) -> std::io::Result<crate::shard::Server> {
+    crate::shard::Server::start(config, |ctx| Rc::new(Frontend::new(ctx)))
+}
+
 /// The per-shard HTTP service.
 pub struct Frontend {
     ctx: Rc<ShardCtx>,

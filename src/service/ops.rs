@@ -99,10 +99,7 @@ pub async fn metrics(ctx: &ShardCtx) -> Response {
     }
     let uptime = shared.started.elapsed().as_secs_f64();
     let registry = ctx.registry();
-    let migration_limit = match shared.config.parsed.get("migration_limit") {
-        crate::config::Value::Int(n) => u64::try_from(*n).unwrap_or(0),
-        _ => 0,
-    };
+    let migration_limit = u64::from(shared.config.migration_limit);
     let served: Vec<_> = registry
         .serving
         .iter()

@@ -11,7 +11,8 @@
 //!    inbox. A connection's first bytes tell HTTP/2 (the prior-knowledge preface: h2c, gRPC)
 //!    from HTTP/1.1 ([`crate::h2::detect`]); the connection is then served by
 //!    [`crate::h2::conn::serve`] or [`crate::http1::conn::serve`], both answering through the
-//!    same [`Frontend`]. With `--kserve-grpc-server` each shard also listens on
+//!    same service (built per shard by the factory [`Server::start`] is given: the HTTP
+//!    service of [`crate::service`] in the server). With `--kserve-grpc-server` each shard also listens on
 //!    `--grpc-metrics-port`, serving the same routes.
 //! 3. [`Server::shutdown`] sends `Shutdown` to every inbox. Each shard closes its [`gate`]:
 //!    it stops accepting; requests already in flight finish while `/health` and `/live` answer
@@ -39,11 +40,10 @@ use monoio::net::TcpListener;
 use crate::config::{Config, IoDriver};
 use crate::h2::Detected;
 use crate::http1::conn::{self, ConnConfig};
-use crate::http1::response::DateCache;
-use crate::http1::Limits;
+use crate::http1::{Limits, Service};
 use crate::metrics::{ShardMetrics, Snapshot};
 use crate::registry::Registry;
-use crate::service::Frontend;
+use crate::util::date::DateCache;
 use gate::Gate;
 
 /// A message to one shard.
@@ -70,7 +70,7 @@ pub struct Shared {
 pub struct ShardCtx {
     pub id: usize,
     /// This shard's request plane: worker connections and its call-back listener.
-    pub plane: crate::plane::client::RequestPlane,
+    pub plane: crate::transport::client::RequestPlane,
     /// This shard's worker selection (`--router-mode`) and in-flight counts.
     pub router: crate::router::Router,
     /// This shard's KV index replica and bookings (`--router-mode kv`).
@@ -123,7 +123,15 @@ pub struct Server {
 
 impl Server {
     /// Bind, spawn and start every shard; returns once all of them run.
-    pub fn start(config: Arc<Config>) -> io::Result<Server> {
+    ///
+    /// `service` builds each shard's service from its context, on the shard's thread (it is
+    /// `!Send`: everything a request needs stays on its shard).
+    pub fn start<S, F>(config: Arc<Config>, service: F) -> io::Result<Server>
+    where
+        S: Service + crate::h2::Handler,
+        F: Fn(Rc<ShardCtx>) -> Rc<S> + Send + Sync + 'static,
+    {
+        let service = Arc::new(service);
         let cores = core_affinity::get_core_ids().unwrap_or_default();
         let n = match config.shards {
             0 => cores.len().max(1),
@@ -151,9 +159,10 @@ impl Server {
             let shared = shared.clone();
             let ready = ready_tx.clone();
             let listeners = (listener, extra[id].take());
-            let t = std::thread::Builder::new()
-                .name(format!("shard-{id}"))
-                .spawn(move || run_shard(id, core, listeners, inbox, shared, ready))?;
+            let t = std::thread::Builder::new().name(format!("shard-{id}")).spawn({
+                let service = service.clone();
+                move || run_shard(id, core, listeners, inbox, shared, ready, service)
+            })?;
             threads.push(t);
         }
         drop(ready_tx);
@@ -206,13 +215,14 @@ impl Server {
     }
 }
 
-fn run_shard(
+fn run_shard<S: Service + crate::h2::Handler, F: Fn(Rc<ShardCtx>) -> Rc<S>>(
     id: usize,
     core: Option<core_affinity::CoreId>,
     listener: (std::net::TcpListener, Option<std::net::TcpListener>),
     inbox: flume::Receiver<ShardMsg>,
     shared: Arc<Shared>,
     ready: mpsc::Sender<io::Result<(usize, &'static str)>>,
+    service: Arc<F>,
 ) {
     if let Some(core) = core {
         if !core_affinity::set_for_current(core) {
@@ -232,11 +242,11 @@ fn run_shard(
         }
         Ok(Runtime::Uring(mut rt)) => {
             let _ = ready.send(Ok((id, "io_uring")));
-            rt.block_on(shard_main(id, listener, inbox, shared));
+            rt.block_on(shard_main(id, listener, inbox, shared, &*service));
         }
         Ok(Runtime::Epoll(mut rt)) => {
             let _ = ready.send(Ok((id, "epoll")));
-            rt.block_on(shard_main(id, listener, inbox, shared));
+            rt.block_on(shard_main(id, listener, inbox, shared, &*service));
         }
     }
 }
@@ -254,11 +264,12 @@ fn build_epoll() -> io::Result<monoio::Runtime<monoio::time::TimeDriver<monoio::
     monoio::RuntimeBuilder::<monoio::LegacyDriver>::new().enable_timer().build()
 }
 
-async fn shard_main(
+async fn shard_main<S: Service + crate::h2::Handler>(
     id: usize,
     listeners: (std::net::TcpListener, Option<std::net::TcpListener>),
     inbox: flume::Receiver<ShardMsg>,
     shared: Arc<Shared>,
+    make_service: &dyn Fn(Rc<ShardCtx>) -> Rc<S>,
 ) {
     let (listener, metrics_listener) =
         match (TcpListener::from_std(listeners.0), listeners.1.map(TcpListener::from_std)) {
@@ -281,26 +292,22 @@ async fn shard_main(
         linger: Duration::from_secs(5),
     };
     let grace = cfg.graceful_shutdown;
-    let callbacks = match crate::plane::callback::CallbackServer::from_env() {
+    let callbacks = match crate::transport::callback::CallbackServer::from_env() {
         Ok(c) => c,
         Err(e) => {
             crate::log::error(&format!("shard {id}: response-stream listener: {e}"));
             return;
         }
     };
-    let plane = crate::plane::client::RequestPlane::new(
-        crate::plane::client::WorkerConns::new(crate::plane::client::ConnsConfig::default()),
+    let plane = crate::transport::client::RequestPlane::new(
+        crate::transport::client::WorkerConns::new(crate::transport::client::ConnsConfig::default()),
         callbacks,
     );
     let ctx = Rc::new(ShardCtx {
         id,
         plane,
         router: crate::router::Router::new(
-            cfg.parsed
-                .get("router_mode")
-                .as_str()
-                .and_then(crate::router::Mode::parse)
-                .unwrap_or(crate::router::Mode::RoundRobin),
+            cfg.router_mode,
             (id as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ std::process::id() as u64,
         ),
         kv: crate::router::kv::select::KvSelector::new(cfg.kv_cost, cfg.kv_busy).with_queue(cfg.kv_queue),
@@ -313,7 +320,7 @@ async fn shard_main(
         registry: RefCell::new(Arc::new(Registry::default())),
     });
     monoio::spawn(inbox_loop(ctx.clone(), inbox));
-    let service = Rc::new(Frontend::new(ctx.clone()));
+    let service = make_service(ctx.clone());
 
     if let Some(m) = metrics_listener {
         monoio::spawn(accept_loop(id, m, ctx.clone(), service.clone()));
@@ -337,7 +344,12 @@ async fn shard_main(
 }
 
 /// Accept connections until the shard's gate closes (then the listener is dropped).
-async fn accept_loop(id: usize, listener: TcpListener, ctx: Rc<ShardCtx>, service: Rc<Frontend>) {
+async fn accept_loop<S: Service + crate::h2::Handler>(
+    id: usize,
+    listener: TcpListener,
+    ctx: Rc<ShardCtx>,
+    service: Rc<S>,
+) {
     loop {
         let accepted = monoio::select! {
             r = listener.accept() => Some(r),
@@ -358,7 +370,11 @@ async fn accept_loop(id: usize, listener: TcpListener, ctx: Rc<ShardCtx>, servic
 }
 
 /// One connection: its first bytes choose HTTP/2 or HTTP/1.1.
-async fn connection(mut stream: monoio::net::TcpStream, ctx: Rc<ShardCtx>, service: Rc<Frontend>) {
+async fn connection<S: Service + crate::h2::Handler>(
+    mut stream: monoio::net::TcpStream,
+    ctx: Rc<ShardCtx>,
+    service: Rc<S>,
+) {
     let _conn = ctx.gate.connection();
     ctx.metrics.connection_opened();
     // The protocol loops are boxed: their futures hold a whole request's state (~10 KB), and

@@ -45,8 +45,14 @@ pub struct ChatInput {
     /// `tool_choice` is `none` (tools are then left out, with
     /// `--exclude-tools-when-tool-choice-none`).
     pub tool_choice_none: bool,
-    /// Variables for the template (`chat_template_args`, thinking switches, …).
+    /// Variables for the template (`chat_template_args`, thinking switches, …); an
+    /// `add_generation_prompt` among them wins over the request's own.
     pub args: Map<String, Value>,
+    /// The request's `add_generation_prompt` (default: on, unless the final message is
+    /// continued).
+    pub add_generation_prompt: Option<bool>,
+    /// The request's `continue_final_message`.
+    pub continue_final_message: bool,
 }
 
 /// The role of a plain turn.
@@ -100,7 +106,7 @@ pub fn chat_prompt(
     now: Option<u64>,
 ) -> Result<String, Error> {
     let drop_tools = opts.exclude_tools_when_tool_choice_none && chat.tool_choice_none;
-    let args = TemplateArgs::of(&chat.args);
+    let args = TemplateArgs::of(chat);
     let with_tools = chat.tools && !drop_tools;
     if opts.native_templates {
         if let Some(prompt) = native_prompt(chat, model, with_tools, &args) {
@@ -111,7 +117,9 @@ pub fn chat_prompt(
         .map_err(|e| Error::new(Kind::Internal, format!("request body changed after validation: {e}")))?;
     let mut messages = inputs.messages;
     let tools = match (inputs.tools, drop_tools) {
-        (Some(Value::Array(t)), false) if !t.is_empty() => Some(Value::Array(t)),
+        (Some(Value::Array(t)), false) if !t.is_empty() => {
+            Some(Value::Array(t.into_iter().map(normalize_tool).collect()))
+        }
         _ => None,
     };
     let template = model
@@ -120,13 +128,12 @@ pub fn chat_prompt(
     for m in &mut messages {
         normalize_message(m, template);
     }
-    let last_is_assistant = messages.last().and_then(|m| m.get("role")).and_then(Value::as_str) == Some("assistant");
     template
         .render(&RenderArgs {
             messages: &messages,
             tools: tools.as_ref(),
             documents: args.documents.as_ref(),
-            add_generation_prompt: args.add_generation_prompt.unwrap_or(!last_is_assistant),
+            add_generation_prompt: args.add_generation_prompt,
             continue_final_message: args.continue_final_message,
             special_tokens: &model.special_tokens,
             extra: Some(&args.extra),
@@ -174,23 +181,60 @@ const TEXT_PART_SEPARATOR: &str = "\n";
 struct TemplateArgs {
     /// The rest, handed to the template.
     extra: Map<String, Value>,
-    /// Set by the request; else on unless the conversation ends with an assistant message.
-    add_generation_prompt: Option<bool>,
+    /// Whether the prompt ends with the assistant's turn header: the template arguments'
+    /// value, else the request's, else on unless the final message is continued (as Dynamo
+    /// 1.6.1 and vLLM default it).
+    add_generation_prompt: bool,
     continue_final_message: bool,
     documents: Option<Value>,
 }
 
 impl TemplateArgs {
-    fn of(args: &Map<String, Value>) -> TemplateArgs {
-        let mut extra = args.clone();
-        let add_generation_prompt = match extra.remove("add_generation_prompt") {
+    fn of(chat: &ChatInput) -> TemplateArgs {
+        let mut extra = chat.args.clone();
+        let from_args = match extra.remove("add_generation_prompt") {
             Some(Value::Bool(b)) => Some(b),
             _ => None,
         };
-        let continue_final_message = matches!(extra.remove("continue_final_message"), Some(Value::Bool(true)));
+        let continue_final_message =
+            chat.continue_final_message || matches!(extra.remove("continue_final_message"), Some(Value::Bool(true)));
+        let add_generation_prompt = from_args.or(chat.add_generation_prompt).unwrap_or(!continue_final_message);
         let documents = extra.remove("documents").filter(|d| !d.is_null());
         TemplateArgs { extra, add_generation_prompt, continue_final_message, documents }
     }
+}
+
+/// A tool as Dynamo 1.6.1 hands it to templates: `{"type", "function": {"name",
+/// "description", "parameters", "strict"}}` with the members OpenAI defines (others dropped,
+/// `null` ones left out), a `description` that is not a string replaced by `""` (some
+/// templates concatenate it), and `parameters` given an object `type` and `properties` when
+/// they lack them.
+fn normalize_tool(tool: Value) -> Value {
+    let Value::Object(mut tool) = tool else { return tool };
+    let mut out = Map::new();
+    out.insert("type".into(), tool.remove("type").unwrap_or_else(|| Value::String("function".into())));
+    let Some(Value::Object(mut f)) = tool.remove("function") else {
+        return Value::Object(out);
+    };
+    let mut function = Map::new();
+    for key in ["name", "description", "parameters", "strict"] {
+        if let Some(v) = f.remove(key).filter(|v| !v.is_null()) {
+            function.insert(key.into(), v);
+        }
+    }
+    if !function.get("description").is_some_and(Value::is_string) {
+        function.insert("description".into(), Value::String(String::new()));
+    }
+    if let Some(Value::Object(p)) = function.get_mut("parameters") {
+        if !p.contains_key("type") {
+            p.insert("type".into(), Value::String("object".into()));
+        }
+        if !p.contains_key("properties") {
+            p.insert("properties".into(), Value::Object(Map::new()));
+        }
+    }
+    out.insert("function".into(), Value::Object(function));
+    Value::Object(out)
 }
 
 /// The prompt written by the model's native renderer, when it has one and the conversation is
@@ -214,10 +258,8 @@ fn native_prompt(chat: &ChatInput, model: &ModelFiles, with_tools: bool, args: &
     if !turns.iter().all(|t| turn(t).is_some()) {
         return None;
     }
-    // The conversation ends with a user or system message: a generation prompt by default.
-    let add_generation_prompt = args.add_generation_prompt.unwrap_or(true);
     let turns = turns.iter().filter_map(|t| Some(Turn { role: turn(t)?, content: &t.content }));
-    native.render(turns, add_generation_prompt, &args.extra)
+    native.render(turns, args.add_generation_prompt, &args.extra)
 }
 
 /// Encode a rendered chat prompt (the template already placed BOS where the model wants it).

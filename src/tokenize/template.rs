@@ -425,7 +425,7 @@ pub fn strftime(fmt: &str, secs: u64) -> String {
     ];
     let days = (secs / 86_400) as i64;
     let rem = secs % 86_400;
-    let (y, m, d) = crate::http1::response::civil_from_days(days);
+    let (y, m, d) = crate::util::date::civil_from_days(days);
     let (hh, mm, ss) = (rem / 3600, (rem % 3600) / 60, rem % 60);
     let month = MONTHS[(m - 1) as usize];
     let wday = DAYS[(days % 7) as usize];

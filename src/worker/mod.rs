@@ -7,14 +7,14 @@
 //! | thread | does |
 //! |---|---|
 //! | acceptor | accepts frontend connections on the worker's listener |
-//! | one per frontend connection | decodes request frames, writes one ack per frame in order (FIFO), **before** decoding the payload (spec §5.5) |
-//! | one per request | dials the call-back `address` of `connection_info`, writes handshake, prologue, items, `complete_final`, sentinel (spec §6.2) with the configured delays |
-//! | one per request (reader) | reads the frontend's `"kill"` / `"stop"` on the call-back socket (spec §6.3) |
-//! | keep-alive (per [`MockWorker::register_file`]) | touches the record files' mtimes every `keepalive` (spec §3.4) |
+//! | one per frontend connection | decodes request frames, writes one ack per frame in order (FIFO), **before** decoding the payload (docs/dynamo/request-plane.md §5.5) |
+//! | one per request | dials the call-back `address` of `connection_info`, writes handshake, prologue, items, `complete_final`, sentinel (docs/dynamo/request-plane.md §6.2) with the configured delays |
+//! | one per request (reader) | reads the frontend's `"kill"` / `"stop"` on the call-back socket (docs/dynamo/request-plane.md §6.3) |
+//! | keep-alive (per [`MockWorker::register_file`]) | touches the record files' mtimes every `keepalive` (docs/dynamo/request-plane.md §3.4) |
 //!
 //! # What a request produces (`model_input = Tokens`)
 //!
-//! Mirrors `captures/stream1.decoded.txt`: one `LLMEngineOutput` per token (`token_ids`
+//! Mirrors the mocker's stream in exchange `stream1` (tests/data/plane/stream1.resp.bin; docs/dynamo/request-plane.md §7.3): one `LLMEngineOutput` per token (`token_ids`
 //! holding that token, `tokens`/`text`/logprob fields `nil`), `completion_usage` on the first
 //! and on the last item, and a last item with `token_ids: []`, the `finish_reason` and the
 //! final usage; then `{"complete_final":true}` and `"sentinel"`. Items are encoded with the
@@ -46,7 +46,7 @@
 //!
 //! `model_input = Text`: the body is the client's OpenAI request (`max_tokens` or
 //! `max_completion_tokens` caps the length); items are `chat.completion.chunk` objects (as in
-//! `captures/ptext1.decoded.txt`) with one `" tok<id>"` word per token, the first carrying
+//! exchange `ptext1` (tests/data/plane/ptext1.resp.bin; docs/dynamo/request-plane.md §7.4)) with one `" tok<id>"` word per token, the first carrying
 //! `role: "assistant"`, and a last chunk with an empty delta, the finish reason
 //! (`"stop"` / `"length"`) and `usage` (as in `ptext1`; `prompt_tokens` is the length of the
 //! request object re-encoded as compact JSON, so tests can see what arrived). A request with
@@ -62,7 +62,7 @@
 //! not decode still gets an empty ack; the worker counts it in
 //! [`MockStats::decode_errors`] and never calls back, like the real worker.
 //!
-//! # Registration (file backend, spec §3)
+//! # Registration (file backend, docs/dynamo/request-plane.md §3)
 //!
 //! [`MockWorker::register_file`] writes the model card (`v1/mdc`) then the endpoint
 //! instance (`v1/instances`) the Dynamo way (`.tmp_<hex>` created exclusively, hard-linked
@@ -75,6 +75,7 @@
 //! over HTTP like a worker with `DYN_SYSTEM_PORT` is not built yet.
 
 pub mod cli;
+pub mod embedded;
 pub(crate) mod register;
 mod register_etcd;
 mod register_mem;
@@ -82,7 +83,6 @@ mod serve;
 pub mod tensor;
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, Hasher};
 use std::io;
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
@@ -254,7 +254,7 @@ impl MockWorker {
         }
         let listener = TcpListener::bind(cfg.listen)?;
         let addr = listener.local_addr()?;
-        let instance_id = cfg.instance_id.unwrap_or_else(random_u64);
+        let instance_id = cfg.instance_id.unwrap_or_else(crate::util::random_u64);
         let endpoint_path = format!("{instance_id:x}/{}/{}/{}", cfg.namespace, cfg.component, cfg.endpoint);
         let shared = Arc::new(Shared {
             cfg,
@@ -350,12 +350,4 @@ impl Drop for MockWorker {
     fn drop(&mut self) {
         self.stop();
     }
-}
-
-/// A random 64-bit id (std's randomly keyed hasher, mixed with time and pid).
-pub(crate) fn random_u64() -> u64 {
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
-    h.write_u32(std::process::id());
-    h.finish()
 }

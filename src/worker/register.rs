@@ -1,12 +1,11 @@
-//! File-backend registration of a mock worker (spec §3): the model card and the endpoint
+//! File-backend registration of a mock worker (docs/dynamo/request-plane.md §3): the model card and the endpoint
 //! instance record, written the Dynamo way, kept alive by mtime touches, deleted on stop.
 
 use std::fs;
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
-use std::time::SystemTime;
 
 use serde_json::{json, Map, Value};
 
@@ -67,7 +66,7 @@ pub(crate) struct FileRegistered {
 }
 
 impl FileRegistered {
-    /// Stops the keep-alive and deletes the files (graceful shutdown, spec §3.4).
+    /// Stops the keep-alive and deletes the files (graceful shutdown, docs/dynamo/request-plane.md §3.4).
     pub(crate) fn remove(mut self) {
         self.stop.take();
         if let Some(t) = self.keepalive.take() {
@@ -146,7 +145,7 @@ impl MockWorker {
         })
     }
 
-    /// The `card_json` the mocker publishes (spec §3.2), with this worker's values.
+    /// The `card_json` the mocker publishes (docs/dynamo/request-plane.md §3.2), with this worker's values.
     fn card_json(&self) -> io::Result<Value> {
         let cfg = &self.shared.cfg;
         let slug: String = cfg
@@ -217,34 +216,4 @@ fn to_bytes(v: &Value) -> io::Result<Vec<u8>> {
     serde_json::to_vec(v).map_err(io::Error::other)
 }
 
-/// Writes `bytes` under `dir/<key>`: `.tmp_<16 hex>` created exclusively, hard-linked to the
-/// key (create-if-absent), temporary unlinked (spec §3.3). An existing file of the same key
-/// (a previous registration of this instance id) is replaced by rename.
-pub(crate) fn publish(dir: &Path, key: &str, bytes: &[u8]) -> io::Result<PathBuf> {
-    fs::create_dir_all(dir)?;
-    let tmp = dir.join(format!("{}{:016x}", crate::discovery::records::TEMP_PREFIX, super::random_u64()));
-    let target = dir.join(key);
-    let written = fs::OpenOptions::new().write(true).create_new(true).open(&tmp).and_then(|mut f| {
-        f.write_all(bytes)?;
-        f.sync_data()
-    });
-    if let Err(e) = written {
-        let _ = fs::remove_file(&tmp);
-        return Err(e);
-    }
-    let linked = match fs::hard_link(&tmp, &target) {
-        Ok(()) => fs::remove_file(&tmp),
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => fs::rename(&tmp, &target),
-        Err(e) => Err(e),
-    };
-    if let Err(e) = linked {
-        let _ = fs::remove_file(&tmp);
-        return Err(e);
-    }
-    Ok(target)
-}
-
-/// Sets a file's mtime to now (the keep-alive).
-pub(crate) fn touch(path: &Path) -> io::Result<()> {
-    fs::OpenOptions::new().write(true).open(path)?.set_modified(SystemTime::now())
-}
+pub(crate) use crate::discovery::filewrite::{publish, touch};

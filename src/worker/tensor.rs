@@ -15,7 +15,7 @@
 //!   cancellation: a stream closed by the frontend is noticed at the next write).
 //!
 //! The stream is the one of every request: handshake, prologue, items, `complete_final`,
-//! sentinel (spec §6.2).
+//! sentinel (docs/dynamo/request-plane.md §6.2).
 
 use std::io::{self, Write};
 use std::sync::atomic::Ordering;

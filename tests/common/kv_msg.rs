@@ -2,7 +2,7 @@
 //! frames or as a NATS body.
 
 use serde::Serialize;
-use switchyard::router::kv::events::{KvCacheEvent, KvCacheEventData, RouterEvent, StoredBlock, StoredEvent};
+use switchyard::plane::kv_events::{KvCacheEvent, KvCacheEventData, RouterEvent, StoredBlock, StoredEvent};
 use switchyard::router::kv::index::Owner;
 
 /// The worker (rank 0) the messages come from.
@@ -30,7 +30,7 @@ pub fn stored(id: u64, parent: Option<u64>, hash: u64) -> RouterEvent {
 /// maps): the body of a NATS message, or ZMQ frame 3 without its 5-byte header.
 pub fn envelope<T: Serialize + ?Sized>(topic: &str, payload: &T, sequence: u64) -> Vec<u8> {
     let payload = rmp_serde::to_vec_named(payload).unwrap();
-    switchyard::router::kv::sync::encode_envelope(topic, 77, sequence, 0, &payload)
+    switchyard::ingest::sync::encode_envelope(topic, 77, sequence, 0, &payload)
 }
 
 /// The four ZMQ frames (hex, comma-joined) of a `kv-events` message carrying `events`.

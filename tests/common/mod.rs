@@ -60,7 +60,7 @@ pub fn config(args: &[&str], env: &[(&str, &str)]) -> switchyard::config::Config
 pub fn start(driver: &str, args: &[&str], env: &[(&str, &str)]) -> Server {
     let mut all = vec!["--io-driver", driver];
     all.extend_from_slice(args);
-    let server = Server::start(Arc::new(config(&all, env))).expect("server starts");
+    let server = switchyard::service::start(Arc::new(config(&all, env))).expect("server starts");
     let want = if driver == "epoll" { "epoll" } else { "io_uring" };
     assert!(server.drivers.iter().all(|d| *d == want), "asked for {driver}, shards run {:?}", server.drivers);
     server

@@ -48,7 +48,7 @@ impl Stack {
         let mut all = vec!["--discovery-backend", "file"];
         all.extend_from_slice(args);
         let cfg = Arc::new(super::config(&all, env));
-        let server = Server::start(cfg.clone()).unwrap();
+        let server = switchyard::service::start(cfg.clone()).unwrap();
         let control = Control::start(&cfg, &server, Backend::File(store.clone())).unwrap();
         let s = Stack { server: Some(server), control: Some(control), worker, store };
         wait_listed(s.addr());

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use serde_json::Value;
-use switchyard::router::kv::events::{decode_envelope, decode_kv_events, decode_message, RouterEvent};
+use switchyard::plane::kv_events::{decode_envelope, decode_kv_events, decode_message, RouterEvent};
 use switchyard::router::kv::hash::{local_block_hashes, BlockHashOptions};
 use switchyard::router::kv::{IndexOp, KvIndex, Owner};
 

@@ -1,7 +1,7 @@
 //! Every block-hash vector captured from the 1.6.1 binding (tests/data/kv/kv-hash-vectors.json).
 
 use serde_json::Value;
-use switchyard::router::kv::events::MmExtraInfo;
+use switchyard::plane::kv_events::MmExtraInfo;
 use switchyard::router::kv::hash::{
     local_block_hashes, lora_name_to_id, sequence_hashes, BlockHashOptions, TrackingKey, TrackingScope,
 };

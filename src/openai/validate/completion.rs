@@ -62,6 +62,11 @@ fn completion_fields(req: &NvCreateCompletionRequest, unknown: &[String], opts: 
              of {MAX_N}"
         ));
     }
+    if req.add_generation_prompt.is_some() || req.continue_final_message.is_some() {
+        return Err("`add_generation_prompt` and `continue_final_message` are only supported on \
+                    /v1/chat/completions"
+            .into());
+    }
     Ok(())
 }
 

@@ -1,4 +1,4 @@
-//! Active-sequence tracking (spec: KV routing §7.3) across every shard of the process.
+//! Active-sequence tracking (docs/dynamo/kv-routing.md §7.3) across every shard of the process.
 //!
 //! A routed request is *booked* on its worker: its uncached prompt tokens count as active
 //! prefill until the first answer, its prompt's sequence hashes join the worker's active

@@ -1,5 +1,5 @@
 //! The cost ("logit", lower is better) `--router-mode kv` gives each candidate worker, and
-//! the choice among candidates — Dynamo 1.6.1's formula (spec: KV routing §7.2, §7.4).
+//! the choice among candidates — Dynamo 1.6.1's formula (docs/dynamo/kv-routing.md §7.2, §7.4).
 //!
 //! ```text
 //! raw_prefill_blocks = (A + ISL) / B            A: the worker's active prefill tokens
@@ -18,45 +18,7 @@
 //! The inputs are plain numbers: the caller owns the index (overlaps) and the load tracker
 //! (active prefill tokens, the union size, request counts). Pure arithmetic, no allocation.
 
-/// Router knobs that enter the cost (defaults: the frontend's 1.6.1 CONFIG_DUMP).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct CostParams {
-    /// `--kv-overlap-score-weight` (`overlap_score_credit`).
-    pub overlap_credit: f64,
-    pub overlap_credit_decay: f64,
-    pub prefill_load_scale: f64,
-    pub decode_active_request_weight: f64,
-    pub host_cache_hit_weight: f64,
-    pub disk_cache_hit_weight: f64,
-    /// `--router-temperature`: 0 picks the minimum (ties at random).
-    pub temperature: f64,
-    /// `--router-track-prefill-tokens`.
-    pub track_prefill_tokens: bool,
-    /// `--router-assume-kv-reuse`: requests sharing a prompt block share it in the decode
-    /// cost (off: every booked block counts once per request).
-    pub assume_kv_reuse: bool,
-    /// `--router-tie-break room` (switchyard's default): exact ties at temperature 0 go to
-    /// the candidate with the fewest cached blocks (see [`choose_roomiest`]); off (`random`),
-    /// uniformly at random as 1.6.1 does.
-    pub prefer_room: bool,
-}
-
-impl Default for CostParams {
-    fn default() -> Self {
-        CostParams {
-            overlap_credit: 1.0,
-            overlap_credit_decay: 0.0,
-            prefill_load_scale: 1.0,
-            decode_active_request_weight: 0.0,
-            host_cache_hit_weight: 0.75,
-            disk_cache_hit_weight: 0.25,
-            temperature: 0.0,
-            track_prefill_tokens: true,
-            assume_kv_reuse: true,
-            prefer_room: true,
-        }
-    }
-}
+pub use crate::config::settings::CostParams;
 
 /// What the router knows about one candidate `(worker, dp_rank)` for one request.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -191,7 +153,7 @@ mod tests {
         RequestShape { isl, block_size: b, min_active_prefill_tokens: 0 }
     }
 
-    /// The decisions Dynamo 1.6.1 logged (spec §7.2 table, `kv-routing-decisions.log`).
+    /// The decisions Dynamo 1.6.1 logged (docs/dynamo/kv-routing.md §7.2 table, `kv-routing-decisions.log`).
     #[test]
     fn reproduces_the_logged_decisions() {
         let p = CostParams::default();

@@ -1,5 +1,5 @@
 //! Block hashing for KV-cache-aware routing: the *local* block hashes a request is matched
-//! with (spec §5.2), the chained *sequence* hashes that identify blocks in worker events and
+//! with (docs/dynamo/kv-routing.md §5.2), the chained *sequence* hashes that identify blocks in worker events and
 //! in active-sequence tracking (§5.3), and the `keyed-xxh3-v1` tracking-hash variant (§5.4).
 //!
 //! XXH3-64 comes from the `xxhash-rust` crate (feature `xxh3`): it was already in the
@@ -13,7 +13,7 @@
 
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
-use super::events::MmExtraInfo;
+use crate::plane::kv_events::MmExtraInfo;
 
 /// The seed of every public block and chain hash.
 pub const SEED: u64 = 1337;

@@ -1,5 +1,5 @@
 //! The KV block index: a radix tree over local block hashes recording which
-//! `(worker_id, dp_rank)` owners hold which prefixes (spec §6.1), and `find_matches`, the
+//! `(worker_id, dp_rank)` owners hold which prefixes (docs/dynamo/kv-routing.md §6.1), and `find_matches`, the
 //! per-owner count of consecutive prompt blocks held from block 0.
 //!
 //! # Semantics
@@ -42,8 +42,8 @@ use std::sync::Arc;
 
 use smallvec::SmallVec;
 
-use super::events::{KvCacheEventData, RouterEvent};
 use super::hash::{chain_hash, SEED};
+use crate::plane::kv_events::{KvCacheEventData, RouterEvent};
 
 /// A cache owner: one data-parallel rank of one worker.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -1,4 +1,4 @@
-//! Approximate mode (`--no-router-kv-events`, spec: KV routing §6.3): without KV events the
+//! Approximate mode (`--no-router-kv-events`, docs/dynamo/kv-routing.md §6.3): without KV events the
 //! router predicts the cache from its own decisions. Every routed prompt's full blocks are
 //! taken as cached on the chosen worker until `--router-ttl-secs` (default 120 s) pass
 //! without that worker being routed the same prefix again.
@@ -37,15 +37,7 @@ impl Prediction {
     }
 }
 
-/// `--router-approximate-cache-policy`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CachePolicy {
-    /// Blocks live `--router-ttl-secs` after their last touch.
-    Ttl,
-    /// Each rank holds at most its `total_kv_blocks`, least recently touched out first
-    /// (ranks that advertise no size fall back to the TTL).
-    Lru,
-}
+pub use crate::config::settings::CachePolicy;
 
 /// When predicted blocks leave.
 #[derive(Debug)]

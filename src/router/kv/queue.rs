@@ -1,4 +1,4 @@
-//! The kv router's queue (spec: KV routing §7.7): with `--router-queue-threshold F` a worker
+//! The kv router's queue (docs/dynamo/kv-routing.md §7.7): with `--router-queue-threshold F` a worker
 //! is *prefill-busy* while the prefill tokens booked on it exceed `F·max_num_batched_tokens`;
 //! when every candidate is, a request is parked instead of routed, and parked requests go
 //! as capacity frees — in arrival order (`--router-queue-policy fcfs`) or shortest prompt
@@ -18,29 +18,7 @@ use std::time::Duration;
 /// How often a parked request looks again.
 pub const RECHECK: Duration = Duration::from_millis(2);
 
-/// `--router-queue-policy`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Policy {
-    Fcfs,
-    Wspt,
-}
-
-impl Policy {
-    pub fn parse(s: &str) -> Option<Policy> {
-        match s {
-            "fcfs" => Some(Policy::Fcfs),
-            "wspt" => Some(Policy::Wspt),
-            _ => None,
-        }
-    }
-}
-
-/// `--router-queue-threshold` and `--router-queue-policy`.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct QueueConfig {
-    pub threshold_frac: f64,
-    pub policy: Policy,
-}
+pub use crate::config::settings::{Policy, QueueConfig};
 
 /// One shard's parked requests.
 #[derive(Debug)]

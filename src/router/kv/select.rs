@@ -1,5 +1,5 @@
 //! `--router-mode kv` on one shard: the shard's index replica, its active-sequence
-//! bookings, and the choice of a worker for a prompt (spec: KV routing §7).
+//! bookings, and the choice of a worker for a prompt (docs/dynamo/kv-routing.md §7).
 //!
 //! For each request: the prompt's local block hashes (§5.2) and their chained sequence
 //! hashes (§5.3), the shard's replica brought up to date and asked for each worker's overlap
@@ -29,22 +29,13 @@ use super::active::{Bookings, Upstream};
 use super::cost::{choose, choose_roomiest, logit, Candidate, CostParams, RequestShape};
 use super::hash::{local_block_hashes, sequence_hashes, BlockHashOptions};
 use super::index::{BlockPair, Owner};
-use super::ingest::{IngestCounts, IngestStats};
 use super::predict::Prediction;
 use super::queue::{Queue, QueueConfig, RECHECK};
 use super::replica::IndexReplica;
+use crate::metrics::kv::IngestStats;
 use crate::registry::{CardLimits, Worker};
 
-/// The busy thresholds (all off by default, as in 1.6.1).
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct BusyThresholds {
-    /// `--active-decode-blocks-threshold`: share of the worker's KV blocks in use.
-    pub decode_blocks_frac: Option<f64>,
-    /// `--active-prefill-tokens-threshold`.
-    pub prefill_tokens: Option<u64>,
-    /// `--active-prefill-tokens-threshold-frac`, of `max_num_batched_tokens`.
-    pub prefill_frac: Option<f64>,
-}
+pub use crate::config::settings::BusyThresholds;
 
 impl BusyThresholds {
     /// Whether any threshold is set.
@@ -97,61 +88,7 @@ pub struct KvSelector {
     stats: RefCell<KvStats>,
 }
 
-/// Counters of the kv router on one shard (or merged over shards), for `/metrics`.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct KvStats {
-    /// Requests routed, by worker instance id.
-    pub decisions: std::collections::BTreeMap<u64, u64>,
-    /// Σ over decisions of the chosen worker's cached prefix, in blocks.
-    pub overlap_blocks: u64,
-    /// Σ over decisions of the prompt's full blocks.
-    pub prompt_blocks: u64,
-    /// Index ops applied to the replica (each shard applies every op; merged: the largest).
-    pub index_ops: u64,
-    /// Blocks in the replica now (merged: the largest).
-    pub index_blocks: u64,
-    /// The event-ingest thread's counters (one thread: every shard reports the same).
-    pub ingest: IngestCounts,
-    /// Router queue: requests parked now, and ever.
-    pub queued: u64,
-    pub queued_total: u64,
-    /// Bookings now by worker rank (this process's and, with replica sync, other routers'):
-    /// requests, prefill tokens, distinct blocks. Every shard sees the whole picture
-    /// (merged: the largest values).
-    pub active: std::collections::BTreeMap<(u64, u32), ActiveLoad>,
-}
-
-/// The booked load of one worker rank.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ActiveLoad {
-    pub requests: u64,
-    pub prefill_tokens: u64,
-    pub blocks: u64,
-}
-
-impl KvStats {
-    /// Add `other` (another shard's) into `self`.
-    pub fn merge(&mut self, other: &KvStats) {
-        for (w, n) in &other.decisions {
-            *self.decisions.entry(*w).or_insert(0) += n;
-        }
-        self.overlap_blocks += other.overlap_blocks;
-        self.prompt_blocks += other.prompt_blocks;
-        self.queued += other.queued;
-        self.queued_total += other.queued_total;
-        self.index_ops = self.index_ops.max(other.index_ops);
-        self.index_blocks = self.index_blocks.max(other.index_blocks);
-        if other.ingest.events >= self.ingest.events {
-            self.ingest = other.ingest;
-        }
-        for (w, a) in &other.active {
-            let m = self.active.entry(*w).or_default();
-            m.requests = m.requests.max(a.requests);
-            m.prefill_tokens = m.prefill_tokens.max(a.prefill_tokens);
-            m.blocks = m.blocks.max(a.blocks);
-        }
-    }
-}
+pub use crate::metrics::kv::{ActiveLoad, KvStats};
 
 /// The outcome of a kv choice, for logs and metrics.
 #[derive(Clone, Copy, Debug, PartialEq)]

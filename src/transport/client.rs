@@ -2,7 +2,7 @@
 //! FIFO ack pairing ([`WorkerConns`]) and the one-call [`RequestPlane::generate`].
 //!
 //! Everything here is shard-local (`Rc`, `RefCell`, no `Send`, no locks) and runs on the
-//! shard's monoio runtime. Spec: `/work/shared/spec/dynamo-request-plane.md` §5.1, §5.5, §9.1.
+//! shard's monoio runtime. Dynamo facts: docs/dynamo/request-plane.md §5.1, §5.5, §9.1.
 //!
 //! One connection per worker address, created lazily by the first send and reused by every
 //! later one (1.6.1 pipelines all requests over one connection). Each connection has:
@@ -35,10 +35,10 @@ use monoio::net::tcp::TcpOwnedReadHalf;
 use monoio::net::TcpStream;
 
 use super::callback::{CallbackServer, ItemMode, ResponseStream};
-use super::frame::{encode_request_frame, Ack, AckDecoder};
-use super::payload::{Codec, PreprocessedRequest};
-use super::reqenc::control_single_in_many_out;
-use super::{Decoded, PlaneError, DEFAULT_MAX_MESSAGE_SIZE};
+use crate::plane::frame::{encode_request_frame, Ack, AckDecoder};
+use crate::plane::payload::{Codec, PreprocessedRequest};
+use crate::plane::reqenc::control_single_in_many_out;
+use crate::plane::{Decoded, PlaneError, DEFAULT_MAX_MESSAGE_SIZE};
 
 /// A request-plane failure seen by the socket layer (the codecs' own errors are wrapped in
 /// [`TransportError::Plane`]).
@@ -66,7 +66,7 @@ pub enum TransportError {
 }
 
 impl TransportError {
-    /// Whether the request may be retried / migrated to another worker (spec §9.1, §9.2).
+    /// Whether the request may be retried / migrated to another worker (docs/dynamo/request-plane.md §9.1, §9.2).
     pub fn is_retryable(&self) -> bool {
         matches!(
             self,
@@ -416,7 +416,7 @@ impl RequestBody for PreprocessedRequest {
 
     fn encode_body(&self, codec: Codec) -> Result<Vec<u8>, PlaneError> {
         match codec {
-            Codec::Msgpack => super::reqenc::preprocessed_request(self),
+            Codec::Msgpack => crate::plane::reqenc::preprocessed_request(self),
             Codec::Json => codec.encode(self),
         }
     }
@@ -428,7 +428,7 @@ impl RequestBody for serde_json::Value {
 }
 
 /// `model_input = Tensor`: `NvCreateTensorRequest`, answered with `NvCreateTensorResponse` items.
-impl RequestBody for super::tensor::TensorRequest {
+impl RequestBody for crate::plane::tensor::TensorRequest {
     const ITEMS: ItemMode = ItemMode::Tensor;
 }
 

@@ -1,5 +1,5 @@
 //! Asking a worker for the KV events the event plane lost: the `worker_kv_query_source_*`
-//! request-plane endpoint (spec: KV routing §4.3).
+//! request-plane endpoint (docs/dynamo/kv-routing.md §4.3).
 //!
 //! Every `kv-events` publisher names a recovery target in its `v1/event_sources` record
 //! (`metadata.recovery_target.transport.tcp` = `host:port/<instance hex>/<ns>/<component>/
@@ -23,14 +23,14 @@ use bytes::BytesMut;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::events::RouterEvent;
-use super::index::Owner;
-use crate::plane::callback::new_subject;
 use crate::plane::frame::{encode_request_frame, Ack, AckDecoder};
+use crate::plane::kv_events::RouterEvent;
 use crate::plane::payload::Codec;
 use crate::plane::reqenc::control_single_in_many_out;
 use crate::plane::stream::{ResponseStreamDecoder, StreamEvent};
 use crate::plane::{Decoded, DEFAULT_MAX_MESSAGE_SIZE};
+use crate::router::kv::index::Owner;
+use crate::util::new_subject;
 
 /// Where one `(worker, dp_rank)` publisher answers recovery queries.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]

@@ -8,11 +8,11 @@ use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use super::active::Wake;
-use super::ingest::{IngestStats, MAX_FRAME};
 use super::peers::SyncOut;
-use crate::plane::nats;
-use crate::plane::zmq::{Message, Sub};
+use super::{IngestStats, MAX_FRAME};
+use crate::ingest::nats;
+use crate::ingest::zmq::{Message, Sub};
+use crate::router::kv::active::Wake;
 
 pub(super) struct Link {
     pub topic: &'static [u8],

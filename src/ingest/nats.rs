@@ -26,7 +26,7 @@
 //!   header: a map `publisher_id`, `sequence` (per publisher from 0), `published_at` (Unix
 //!   ms), `topic` (the bare topic, e.g. `kv-events`), `payload` (msgpack bin holding the
 //!   topic's message, e.g. a `kv-events` batch of `RouterEvent`s). See
-//!   [`decode_nats_message`](crate::router::kv::events::decode_nats_message).
+//!   [`decode_nats_message`](crate::plane::kv_events::decode_nats_message).
 //! * **Discovery.** Each publisher still writes a `v1/event_channels` record, with
 //!   `"transport": {"kind": "Nats", "config": {"subject_prefix":
 //!   "namespace.dynamo.component.backend.endpoint.generate"}}` and `instance_id` = the

@@ -1,10 +1,10 @@
-//! Decoding of the `kv-events` topic (spec §3.1, §4.1): the ZMQ frame-3 header, the msgpack
+//! Decoding of the `kv-events` topic (docs/dynamo/kv-routing.md §3.1, §4.1): the ZMQ frame-3 header, the msgpack
 //! `EventEnvelope`, and its payload — a batch of `RouterEvent`s carrying `stored`, `removed`
 //! and `cleared` KV-cache events — into plain Rust types. No socket work lives here.
 //!
 //! Both event planes carry the same envelope: ZMQ as frame 3 behind a 5-byte header
 //! ([`decode_message`]), NATS as the bare message body ([`decode_nats_message`], facts in
-//! [`crate::plane::nats`]).
+//! [`crate::ingest::nats`]).
 //!
 //! Decoding follows the advice of §4.1: any msgpack integer width is accepted, unknown map
 //! keys are ignored, `dp_rank` defaults to 0, and `cleared` may be a bare string (unit
@@ -213,7 +213,7 @@ pub fn decode_message<'a>(frames: &[&'a [u8]]) -> Result<EventMessage<'a>, Decod
     })
 }
 
-/// A worker rank's `kv_metrics` report (spec: KV routing §8).
+/// A worker rank's `kv_metrics` report (docs/dynamo/kv-routing.md §8).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct KvMetrics {
     pub worker_id: u64,
@@ -280,7 +280,7 @@ mod tests {
     /// `kv-events` bodies decode into the events the worker stored.
     #[test]
     fn captured_nats_messages() {
-        let text = include_str!("../../../tests/data/nats/messages.json");
+        let text = include_str!("../../tests/data/nats/messages.json");
         let msgs: Vec<serde_json::Value> = serde_json::from_str(text).unwrap();
         let unhex = |s: &str| -> Vec<u8> {
             s.as_bytes()

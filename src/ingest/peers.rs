@@ -1,4 +1,4 @@
-//! The ingest thread's side of `active_sequences_events` (spec: KV routing §7.3, §7.8): the
+//! The ingest thread's side of `active_sequences_events` (docs/dynamo/kv-routing.md §7.3, §7.8): the
 //! workers' prefill-complete marks and, with `--router-replica-sync`, the bookings of the
 //! other routers in, this process's bookings out.
 //!
@@ -19,14 +19,14 @@ use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use super::active::{LoadMsg, LoadOp, REMOTE_ORIGIN};
-use super::index::{IndexOp, Owner};
-use super::ingest::IngestStats;
 use super::sync::{
     decode_active, encode_active, encode_message, ActiveData, OutData, OutEvent, ACTIVE_SEQUENCES_TOPIC, BATCH_MAX,
     BATCH_WINDOW,
 };
-use crate::plane::zmq_pub::Pub;
+use super::IngestStats;
+use crate::ingest::zmq_pub::Pub;
+use crate::router::kv::active::{LoadMsg, LoadOp, REMOTE_ORIGIN};
+use crate::router::kv::index::{IndexOp, Owner};
 
 /// Replica sync's publisher and its endpoint as registered in discovery.
 pub type SyncSetup = (SyncOut, String);

@@ -1,18 +1,18 @@
-//! The `active_sequences_events` topic (spec: KV routing §7.3, §7.8): what routers publish
+//! The `active_sequences_events` topic (docs/dynamo/kv-routing.md §7.3, §7.8): what routers publish
 //! about their bookings (`AddRequest`, `MarkPrefillCompleted`, `Free`, each with the
 //! publishing router's `router_id`) and what workers publish when a request's prefill is
 //! done (`MarkPrefillCompleted` with `router_id` = the worker id). Decoding and encoding of
 //! the payload, and of a whole four-frame ZMQ message; no socket work lives here.
 //!
-//! Decoding is lenient the way [`super::events`] is: any msgpack integer width, unknown keys
+//! Decoding is lenient the way [`crate::plane::kv_events`] is: any msgpack integer width, unknown keys
 //! ignored, `expected_prefill_duration` of any shape (1.6.1 sends nil). Encoding writes
 //! exactly the named-map shape 1.6.1 writes (checked against captured bytes in the tests).
 
 use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
 
-use super::events::DecodeError;
-use super::index::Owner;
+use crate::plane::kv_events::DecodeError;
+use crate::router::kv::index::Owner;
 
 /// The topic name.
 pub const ACTIVE_SEQUENCES_TOPIC: &str = "active_sequences_events";

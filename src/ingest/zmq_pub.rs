@@ -1,6 +1,6 @@
 //! A ZeroMQ `PUB` socket spoken directly (ZMTP 3.0, NULL security), never blocking: what
 //! the event-ingest thread publishes `active_sequences_events` with under
-//! `--router-replica-sync` (spec: KV routing §3.1, §7.8), for libzmq `SUB` sockets (other
+//! `--router-replica-sync` (docs/dynamo/kv-routing.md §3.1, §7.8), for libzmq `SUB` sockets (other
 //! Dynamo routers) and switchyard's own [`super::zmq::Sub`].
 //!
 //! The same reasoning as the `SUB` side ([`super::zmq`]) keeps libzmq out: the ingest thread
@@ -248,7 +248,7 @@ impl Peer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plane::zmq::Sub;
+    use crate::ingest::zmq::Sub;
     use std::time::Duration;
 
     #[test]

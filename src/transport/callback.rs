@@ -1,5 +1,5 @@
 //! The shard's response-stream ("call-home") listener and the per-request
-//! [`ResponseStream`] (spec §6.1–§6.4).
+//! [`ResponseStream`] (docs/dynamo/request-plane.md §6.1–§6.4).
 //!
 //! Every shard binds its own listener on port 0 (host `DYN_TCP_RESPONSE_STREAM_HOST`), so a
 //! worker's call-back always lands on the shard that registered the subject; the subject
@@ -22,7 +22,6 @@ use crate::util::FastMap;
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::future::poll_fn;
-use std::hash::{BuildHasher, Hasher};
 use std::io;
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -35,52 +34,15 @@ use monoio::io::{AsyncReadRent, AsyncWriteRent, AsyncWriteRentExt};
 use monoio::net::{TcpListener, TcpStream};
 
 use super::client::TransportError;
-use super::frame::TwoPartRef;
-use super::payload::{Annotated, CallHomeHandshake, Codec, ControlMessage, LLMEngineOutput};
-use super::stream::{encode_control, ResponseStreamDecoder, StreamEvent};
-use super::{Decoded, PlaneError, DEFAULT_MAX_MESSAGE_SIZE};
+use crate::plane::frame::TwoPartRef;
+use crate::plane::payload::{CallHomeHandshake, Codec, ControlMessage};
+use crate::plane::stream::{encode_control, ResponseStreamDecoder, StreamEvent};
+use crate::plane::{Decoded, PlaneError, DEFAULT_MAX_MESSAGE_SIZE};
 
 /// How long an accepted call-back connection may take to send its handshake.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Item type of a `model_input = Tokens` stream.
-pub type Item = Annotated<Box<LLMEngineOutput>>;
-/// Item type of a `model_input = Text` stream: OpenAI chunk objects, kept as JSON.
-pub type JsonItem = Annotated<serde_json::Value>;
-/// Item type of a `model_input = Tensor` stream.
-pub type TensorItem = Annotated<super::tensor::TensorResponse>;
-
-/// How a stream's items are decoded, chosen when the subject is registered.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum ItemMode {
-    /// [`Item`]s (`LLMEngineOutput`).
-    #[default]
-    Tokens,
-    /// [`JsonItem`]s (whatever the worker sends as `data`).
-    Json,
-    /// [`TensorItem`]s (`NvCreateTensorResponse`).
-    Tensor,
-}
-
-/// One decoded item, in the mode of its stream. Not boxed: Tokens items are the hot path and
-/// were this size before; a JSON item is only ever smaller.
-#[derive(Clone, Debug, PartialEq)]
-#[allow(clippy::large_enum_variant)]
-pub enum StreamItem {
-    Tokens(Item),
-    Json(JsonItem),
-    Tensor(TensorItem),
-}
-
-impl StreamItem {
-    /// The Tokens item, `None` for a JSON one.
-    pub fn into_tokens(self) -> Option<Item> {
-        match self {
-            StreamItem::Tokens(i) => Some(i),
-            StreamItem::Json(_) | StreamItem::Tensor(_) => None,
-        }
-    }
-}
+pub use crate::plane::stream::{Item, ItemMode, JsonItem, StreamItem, TensorItem};
 
 /// One event of a response stream.
 pub type Event = StreamEvent<StreamItem>;
@@ -238,37 +200,7 @@ impl CallbackServer {
     }
 }
 
-/// A fresh random (version 4) UUID's bits: 128 bits of a per-thread wyrand stream seeded
-/// from std's randomly keyed hasher (no RNG crate). Two keyed SipHash runs per UUID cost
-/// ~1 K instructions; the stream costs a few dozen, and with a 64-bit state seeded randomly
-/// per thread its UUIDs do not repeat in practice.
-pub fn new_uuid() -> u128 {
-    thread_local! {
-        static STATE: std::cell::Cell<u64> = std::cell::Cell::new({
-            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-            h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
-            h.finish()
-        });
-    }
-    let next = || {
-        STATE.with(|s| {
-            let x = s.get().wrapping_add(0xa076_1d64_78bd_642f);
-            s.set(x);
-            let m = u128::from(x) * u128::from(x ^ 0xe703_7ed1_a0b4_28db);
-            ((m >> 64) as u64) ^ (m as u64)
-        })
-    };
-    let (a, b) = (next(), next());
-    // Version 4 in the third group's first digit, variant `10` in the fourth's top bits.
-    let hi = (a & 0xffff_ffff_ffff_0fff) | 0x4000;
-    let lo = (b & 0x3fff_ffff_ffff_ffff) | 0x8000_0000_0000_0000;
-    (u128::from(hi) << 64) | u128::from(lo)
-}
-
-/// A fresh UUID-shaped random subject.
-pub fn new_subject() -> String {
-    crate::util::format_uuid(new_uuid())
-}
+pub use crate::util::{new_subject, new_uuid};
 
 /// The response stream of one request, consumed by the request task.
 ///

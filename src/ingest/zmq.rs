@@ -1,6 +1,6 @@
 //! A ZeroMQ `SUB` socket, spoken directly (ZMTP 3.0, NULL security) over a blocking
 //! `std::net::TcpStream`: what the event-ingest thread needs to receive Dynamo's event plane
-//! from the workers' libzmq `PUB` sockets (spec: KV routing §3.1).
+//! from the workers' libzmq `PUB` sockets (docs/dynamo/kv-routing.md §3.1).
 //!
 //! Why not libzmq or a ZeroMQ crate: a `SUB` socket that connects to one publisher is a
 //! 64-byte greeting, one `READY` command each way, one subscription message, then a stream

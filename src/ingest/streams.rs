@@ -27,9 +27,9 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use super::events::RouterEvent;
-use super::index::{IndexOp, Owner};
 use super::recovery::Answer;
+use crate::plane::kv_events::RouterEvent;
+use crate::router::kv::index::{IndexOp, Owner};
 
 /// Attempts per recovery before its held events are applied as they are.
 pub const MAX_ATTEMPTS: u32 = 8;
@@ -308,7 +308,7 @@ fn finish(owner: Owner, s: &mut Stream, counts: &mut Counts, out: &mut Vec<Out>)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::router::kv::events::{KvCacheEvent, KvCacheEventData, StoredBlock, StoredEvent};
+    use crate::plane::kv_events::{KvCacheEvent, KvCacheEventData, StoredBlock, StoredEvent};
 
     const W: Owner = Owner { worker_id: 7, dp_rank: 0 };
 

@@ -1,10 +1,10 @@
 //! The event-ingest thread: subscribes to every worker's `kv-events` publisher, decodes the
-//! events and feeds every shard's index replica (spec: KV routing §3.1, §4).
+//! events and feeds every shard's index replica (docs/dynamo/kv-routing.md §3.1, §4).
 //!
 //! The control thread tells it, on every discovery change, which publishers exist (the
 //! `kv-events` event channels' ZMQ endpoints), which `(worker, dp_rank)` sources name a
 //! recovery target (`v1/event_sources`) and which workers are alive ([`Publishers`]). It
-//! connects a [`Sub`] to each new endpoint (retrying every second while one does not
+//! connects a [`zmq::Sub`] to each new endpoint (retrying every second while one does not
 //! answer), drops the ones that left, and turns a worker's disappearance into a
 //! `RemoveWorker` op. Then it polls its sockets, decodes each four-frame message
 //! ([`decode_message`], [`decode_kv_events`]), puts the events in order per owner
@@ -18,29 +18,50 @@
 //! counted and skipped; a publisher that goes away is reconnected while discovery still
 //! lists it.
 //!
+//! # Layout
+//!
+//! | module | owns |
+//! |---|---|
+//! | this file | the thread: what to follow, the loop, the ops it publishes |
+//! | [`links`] | its sockets and the one wait on all of them |
+//! | [`zmq`], [`zmq_pub`], [`nats`] | blocking ZMQ `SUB`/`PUB` and core-NATS clients, spoken directly |
+//! | [`streams`] | per-`(worker, dp_rank)` order and recovery decisions (pure) |
+//! | [`recovery`] | asking a worker for lost events over the request plane |
+//! | [`sync`], [`peers`] | `active_sequences_events`: its codec; prefill marks and other routers' bookings |
+//!
+//! Runs on its own thread; the shards see only the ops it publishes on their rings
+//! ([`crate::router::kv::replica`]) and the counters beside them.
 //! It also follows every `active_sequences_events` publisher (workers' prefill marks, other
 //! routers' bookings) and passes the shards' booking steps to [`Peers`], which matches the
 //! marks to bookings and, under `--router-replica-sync`, publishes this process's bookings.
-//! The sockets themselves and the wait on them are [`super::links`].
+//! The sockets themselves and the wait on them are [`links`].
+
+pub mod links;
+pub mod nats;
+pub mod peers;
+pub mod recovery;
+pub mod streams;
+pub mod sync;
+pub mod zmq;
+pub mod zmq_pub;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::active::{Up, Wake};
-use super::events::{
+use self::links::{connect, poll, Link, NatsLink, Sockets};
+use self::peers::{Peers, SyncSetup};
+use self::recovery::{Answer, Deadlines, QueryRequest, Target};
+use self::streams::{Out, Streams, Want};
+use self::zmq::Message;
+use crate::plane::kv_events::{
     decode_kv_events, decode_kv_metrics, decode_message, decode_nats_message, DecodeError, EventMessage,
 };
-use super::index::{IndexOp, Owner};
-use super::links::{connect, poll, Link, NatsLink, Sockets};
-use super::peers::{Peers, SyncSetup};
-use super::predict::{CachePolicy, Expiry};
-use super::recovery::{self, Answer, Deadlines, QueryRequest, Target};
-use super::replica::IndexFeed;
-use super::streams::{Out, Streams, Want};
-use crate::plane::nats;
-use crate::plane::zmq::Message;
+use crate::router::kv::active::{Up, Wake};
+use crate::router::kv::index::{IndexOp, Owner};
+use crate::router::kv::predict::{CachePolicy, Expiry};
+use crate::router::kv::replica::IndexFeed;
 
 /// What discovery says the ingest thread should follow.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -61,80 +82,14 @@ pub struct Publishers {
     pub sources: BTreeMap<Owner, Target>,
 }
 
-/// Counters of the ingest thread, readable from anywhere.
-#[derive(Debug, Default)]
-pub struct IngestStats {
-    /// Events applied in order (live or replayed after a recovery).
-    pub events: AtomicU64,
-    pub duplicates: AtomicU64,
-    pub gaps: AtomicU64,
-    pub malformed: AtomicU64,
-    pub connected: AtomicU64,
-    /// Full restores asked for (new sources, restarted publishers, unservable ranges).
-    pub restores: AtomicU64,
-    /// Recoveries (range or full) answered and applied.
-    pub recovered: AtomicU64,
-    pub recovery_failures: AtomicU64,
-    /// Recoveries abandoned after every attempt failed.
-    pub recovery_given_up: AtomicU64,
-    /// `active_sequences_events` events received from workers and other routers.
-    pub active_events: AtomicU64,
-    /// Workers' prefill-complete marks matched to a booking of this process.
-    pub prefill_marks: AtomicU64,
-    /// Other routers' bookings held now (replica sync).
-    pub remote_bookings: AtomicU64,
-    /// Events this process published (replica sync), and messages dropped for slow
-    /// subscribers.
-    pub active_published: AtomicU64,
-    pub active_dropped: AtomicU64,
-}
-
-/// A copy of [`IngestStats`] at one moment.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct IngestCounts {
-    pub events: u64,
-    pub duplicates: u64,
-    pub gaps: u64,
-    pub malformed: u64,
-    pub restores: u64,
-    pub recovered: u64,
-    pub recovery_failures: u64,
-    pub recovery_given_up: u64,
-    pub active_events: u64,
-    pub prefill_marks: u64,
-    pub remote_bookings: u64,
-    pub active_published: u64,
-    pub active_dropped: u64,
-}
-
-impl IngestStats {
-    /// The counters now.
-    pub fn counts(&self) -> IngestCounts {
-        let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        IngestCounts {
-            events: r(&self.events),
-            duplicates: r(&self.duplicates),
-            gaps: r(&self.gaps),
-            malformed: r(&self.malformed),
-            restores: r(&self.restores),
-            recovered: r(&self.recovered),
-            recovery_failures: r(&self.recovery_failures),
-            recovery_given_up: r(&self.recovery_given_up),
-            active_events: r(&self.active_events),
-            prefill_marks: r(&self.prefill_marks),
-            remote_bookings: r(&self.remote_bookings),
-            active_published: r(&self.active_published),
-            active_dropped: r(&self.active_dropped),
-        }
-    }
-}
+pub use crate::metrics::kv::{IngestCounts, IngestStats};
 
 /// How the ingest thread learns the workers' caches.
 pub struct IngestOptions {
     /// The NATS server of workers on `--event-plane nats`.
     pub nats_url: String,
     /// The shards' rings up to this thread (booking steps, predictions) and their wake fd.
-    pub upstream: Option<super::active::Downstream>,
+    pub upstream: Option<crate::router::kv::active::Downstream>,
     /// Approximate mode (`--no-router-kv-events`): no subscriptions; the shards' routing
     /// predictions are re-published to every replica and leave after this TTL or by LRU.
     pub approximate: Option<(Duration, CachePolicy)>,
@@ -183,15 +138,15 @@ impl Ingest {
         shards: usize,
         approximate: Option<(Duration, CachePolicy)>,
         sync: Option<SyncSetup>,
-    ) -> std::io::Result<(Ingest, Vec<super::select::KvInstall>)> {
-        let (feed, replicas) = super::replica::channel(shards, 1 << 16);
-        let (ups, downstream) = super::active::channel(shards, 1 << 14)?;
+    ) -> std::io::Result<(Ingest, Vec<crate::router::kv::select::KvInstall>)> {
+        let (feed, replicas) = crate::router::kv::replica::channel(shards, 1 << 16);
+        let (ups, downstream) = crate::router::kv::active::channel(shards, 1 << 14)?;
         let opts = IngestOptions { upstream: Some(downstream), approximate, sync, ..IngestOptions::from_env() };
         let ingest = Ingest::start_with(feed, opts)?;
         let installs = replicas
             .into_iter()
             .zip(ups)
-            .map(|(replica, up)| super::select::KvInstall {
+            .map(|(replica, up)| crate::router::kv::select::KvInstall {
                 replica,
                 ingest: ingest.stats.clone(),
                 up: Some(up),
@@ -527,5 +482,5 @@ fn req_owner(req: &QueryRequest) -> Owner {
 
 /// A random 64-bit id (router ids, publisher ids).
 pub fn random_id() -> u64 {
-    crate::worker::random_u64()
+    crate::util::random_u64()
 }

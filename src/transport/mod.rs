@@ -1,0 +1,14 @@
+//! The shard's side of Dynamo's TCP request plane: the sockets.
+//!
+//! * [`client`]: one pipelined connection per worker address, frames written and acks paired
+//!   first in, first out ([`client::WorkerConns`]), and the one call that sends a request
+//!   and registers its call-back ([`client::RequestPlane::generate`]);
+//! * [`callback`]: the shard's response-stream listener, where workers call back, and the
+//!   per-request [`callback::ResponseStream`] (`kill` on drop).
+//!
+//! Runs on a shard thread, on its monoio runtime: `Rc`, `RefCell`, no locks, no `Send`.
+//! The bytes on these sockets are [`crate::plane`]'s codecs; what a request means is
+//! [`crate::infer`]'s.
+
+pub mod callback;
+pub mod client;

@@ -73,6 +73,9 @@ pub struct TensorModel {
 /// What a shard needs to serve one model.
 #[derive(Clone, Debug)]
 pub struct Serving {
+    /// The model's primary name (its card's `display_name`), whichever of its names a request
+    /// used: what responses and metrics call it.
+    pub name: String,
     /// `Some` for `model_input = Tokens` (the frontend tokenizes); `None` for
     /// `model_input = Text` (the OpenAI request is forwarded as the client sent it).
     pub tokens: Option<TokensModel>,
@@ -93,12 +96,26 @@ pub struct Registry {
     pub endpoints: Vec<String>,
     /// The endpoint records of live instances, as discovery stores them, for `/health`.
     pub instances: Vec<serde_json::Value>,
-    /// Serving data of each listed model, by name.
+    /// Serving data of each listed model, by name. An alias maps to the same `Arc` as its
+    /// primary name.
     pub serving: std::collections::BTreeMap<String, std::sync::Arc<Serving>>,
+    /// Alias → primary name, for every alias discovery accepted (listed or not).
+    pub aliases: std::collections::BTreeMap<String, String>,
+    /// Records discovery skipped in the current snapshot, by bucket (`v1/mdc`, ...): files
+    /// that are not records, cards whose model cannot be served, instances that cannot be
+    /// reached. A bucket not here skipped nothing.
+    pub skipped: std::collections::BTreeMap<&'static str, u64>,
 }
 
 impl Registry {
     pub fn model(&self, name: &str) -> Option<&ModelEntry> {
         self.models.iter().find(|m| m.name == name)
+    }
+
+    /// Records skipped in every discovery bucket (0 for none), in bucket order.
+    pub fn skipped_by_bucket(&self) -> [(&'static str, u64); 4] {
+        use crate::discovery::records::{BUCKET_EVENT_CHANNELS, BUCKET_EVENT_SOURCES, BUCKET_INSTANCES, BUCKET_MDC};
+        [BUCKET_EVENT_CHANNELS, BUCKET_EVENT_SOURCES, BUCKET_INSTANCES, BUCKET_MDC]
+            .map(|b| (b, self.skipped.get(b).copied().unwrap_or(0)))
     }
 }

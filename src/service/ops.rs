@@ -103,13 +103,16 @@ pub async fn metrics(ctx: &ShardCtx) -> Response {
         crate::config::Value::Int(n) => u64::try_from(*n).unwrap_or(0),
         _ => 0,
     };
+    // One sample per model, under its primary name (aliases share its serving data).
     let served: Vec<_> = registry
         .serving
         .iter()
+        .filter(|(name, s)| **name == s.name)
         .map(|(name, s)| metrics::ServedModel { name, ready: !s.workers.is_empty(), migration_limit, limits: s.limits })
         .collect();
+    let discovery = metrics::Discovery { skipped: &registry.skipped_by_bucket() };
     let prefix = &shared.config.metrics_prefix;
-    let text = metrics::render(prefix, &merged, &served, uptime, shared.inboxes.len());
+    let text = metrics::render(prefix, &merged, &served, &discovery, uptime, shared.inboxes.len());
     Response::text(200, "text/plain; version=0.0.4; charset=utf-8", text)
 }
 

@@ -11,23 +11,30 @@
 //! tokenizer (the request is forwarded as sent); `model_input = Tensor` models carry their
 //! decoded `tensor_model_config` instead. Model files are read from the paths the card
 //! names, verified against their checksums — in shared storage, or downloaded from the
-//! worker's URLs ([`crate::discovery::cardfiles`]).
+//! worker's URLs ([`crate::discovery::cardfiles`]); the card's chat template file, when it
+//! names one, replaces the directory's template. Each alias of a model gets a `serving`
+//! entry sharing the model's `Arc` (whose `name` is the primary name).
+//!
+//! What cannot be served is counted per snapshot in [`Registry::skipped`] (by bucket: records
+//! discovery skipped, cards whose model cannot be loaded, instances that cannot be reached)
+//! and logged once, when it first appears; discovery rebuilds the Registry on every change,
+//! and a problem that stays is not logged again.
 
 use std::collections::{BTreeSet, HashMap};
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use crate::config::Config;
 use crate::discovery::announce::Scope;
-use crate::discovery::cardfiles::{default_cache, model_dir};
+use crate::discovery::cardfiles::{default_cache, model_dir, CardFiles};
 use crate::discovery::etcd::{EtcdSource, EtcdView};
 use crate::discovery::file::{FileStore, InotifyWake};
 use crate::discovery::mem::MemStore;
-use crate::discovery::records::{Codec as CardCodec, ModelInput};
+use crate::discovery::records::{Codec as CardCodec, ModelInput, BUCKETS, BUCKET_INSTANCES, BUCKET_MDC};
 use crate::discovery::records::{EventChannelRecord, EventTransport};
-use crate::discovery::{watch, Snapshot, Source};
+use crate::discovery::{watch, ServedInstance, Snapshot, Source};
 use crate::ingest::recovery::Target;
 use crate::ingest::Publishers;
 use crate::plane::payload::Codec;
@@ -38,20 +45,26 @@ use crate::tokenize::ModelFiles;
 /// Everything the control thread keeps between snapshots.
 struct Builder {
     shards: usize,
-    /// Loaded model directories, by directory.
-    files: HashMap<PathBuf, Arc<ModelFiles>>,
+    /// Loaded model files, by directory and chat template file.
+    files: HashMap<CardFiles, Arc<ModelFiles>>,
     /// Per-shard tokenizers, by directory (built once).
     tokenizers: HashMap<PathBuf, Arc<Vec<crate::tokenize::Tokenizer>>>,
     /// Where card files served over HTTP are downloaded.
     cache: PathBuf,
-    /// Verified model directories by card checksum (`mdc_sum`, which covers every file's
+    /// Verified card files by card checksum (`mdc_sum`, which covers every file's
     /// checksum): a card is verified (and its files fetched) once, not on every rebuild.
-    dirs: HashMap<String, PathBuf>,
+    dirs: HashMap<String, CardFiles>,
+    /// What the last snapshot skipped or refused (bucket or topic, name, reason), each logged
+    /// when it first appeared.
+    reported: BTreeSet<(&'static str, String, String)>,
 }
 
+/// Where alias conflicts are reported (logged, not counted as skipped records).
+const ALIASES: &str = "aliases";
+
 impl Builder {
-    /// The card's verified local directory, from `dirs` when this card was seen before.
-    fn model_dir(&mut self, card: &crate::discovery::records::ModelCard) -> Result<PathBuf, String> {
+    /// The card's verified local files, from `dirs` when this card was seen before.
+    fn model_dir(&mut self, card: &crate::discovery::records::ModelCard) -> Result<CardFiles, String> {
         let sum = card.mdc_sum();
         if let Some(dir) = self.dirs.get(&sum) {
             return Ok(dir.clone());
@@ -61,34 +74,89 @@ impl Builder {
         Ok(dir)
     }
 
-    fn load(&mut self, dir: &Path) -> Result<(Arc<ModelFiles>, Arc<Vec<crate::tokenize::Tokenizer>>), String> {
-        if let (Some(f), Some(t)) = (self.files.get(dir), self.tokenizers.get(dir)) {
+    fn load(&mut self, at: &CardFiles) -> Result<(Arc<ModelFiles>, Arc<Vec<crate::tokenize::Tokenizer>>), String> {
+        if let (Some(f), Some(t)) = (self.files.get(at), self.tokenizers.get(&at.dir)) {
             return Ok((f.clone(), t.clone()));
         }
         let started = std::time::Instant::now();
-        let files = Arc::new(ModelFiles::load(dir).map_err(|e| e.to_string())?);
-        let toks: Vec<_> = (0..self.shards).map(|_| files.tokenizer()).collect::<Result<_, _>>()?;
-        let toks = Arc::new(toks);
+        let files = Arc::new(ModelFiles::load_with(&at.dir, at.template.as_ref()).map_err(|e| e.to_string())?);
+        let toks = match self.tokenizers.get(&at.dir) {
+            Some(t) => {
+                // The directory's tokenizers exist already (another template): drop the
+                // instance loading built.
+                drop(files.tokenizer());
+                t.clone()
+            }
+            None => Arc::new((0..self.shards).map(|_| files.tokenizer()).collect::<Result<Vec<_>, _>>()?),
+        };
         // Loading parses tens of megabytes of JSON; give what it freed back to the system
         // rather than keep it in this thread's heap for the process's life.
         crate::util::release_free_memory();
+        let template = match &at.template {
+            Some(t) => format!(", chat template {}", t.path.display()),
+            None => String::new(),
+        };
         crate::log::info(&format!(
-            "model files {}: loaded in {:.1} ms ({} tokenizer instances)",
-            dir.display(),
+            "model files {}{template}: loaded in {:.1} ms ({} tokenizer instances)",
+            at.dir.display(),
             started.elapsed().as_secs_f64() * 1e3,
             toks.len()
         ));
-        self.files.insert(dir.to_path_buf(), files.clone());
-        self.tokenizers.insert(dir.to_path_buf(), toks.clone());
+        self.files.insert(at.clone(), files.clone());
+        self.tokenizers.insert(at.dir.clone(), toks.clone());
         Ok((files, toks))
     }
 
-    /// Add serving data for every model the snapshot serves.
+    /// The serving data of the model `served` names (its first worker aside).
+    fn serving(&mut self, served: &ServedInstance) -> Result<Serving, String> {
+        let card = &served.card;
+        let mut tensor = None;
+        let tokens = match card.model_input {
+            ModelInput::Tokens => {
+                let (files, tokenizers) = self.model_dir(card).and_then(|at| self.load(&at))?;
+                Some(TokensModel { files, tokenizers })
+            }
+            // Forwarded as the client sent it: no files, no tokenizer.
+            ModelInput::Text => None,
+            // Tensors in and out, described by the card's `tensor_model_config`.
+            ModelInput::Tensor => {
+                tensor = Some(Arc::new(crate::kserve::tensor_meta::load(card.extra.get("tensor_model_config"))?));
+                None
+            }
+            ModelInput::Unknown => return Err("only Tokens, Text and Tensor models are supported".into()),
+        };
+        let limits = CardLimits {
+            context_length: card.effective_context_length(),
+            kv_cache_block_size: card.kv_cache_block_size.map_or(0, u64::from),
+            max_num_batched_tokens: card.runtime_config.max_num_batched_tokens.unwrap_or(0),
+            max_num_seqs: card.runtime_config.max_num_seqs.unwrap_or(0),
+            total_kv_blocks: card.runtime_config.total_kv_blocks.unwrap_or(0),
+        };
+        Ok(Serving {
+            name: served.model.clone(),
+            tokens,
+            tensor,
+            workers: Vec::new(),
+            mdc_sum: Some(card.mdc_sum()),
+            limits,
+        })
+    }
+
+    /// Add serving data for every model the snapshot serves (and its aliases), count what
+    /// was skipped, and log what was not skipped before.
     fn add_serving(&mut self, registry: &mut Registry, snap: &Snapshot) {
+        let mut problems: BTreeSet<(&'static str, String, String)> =
+            snap.skipped.iter().map(|s| (s.bucket, s.file_name.clone(), s.reason.clone())).collect();
+        // Cards that failed in this pass, by checksum: their other instances fail alike.
+        let mut failed: HashMap<String, String> = HashMap::new();
         for served in &snap.served {
-            let Some(tcp) = served.endpoint.tcp() else { continue };
+            let Some(tcp) = served.endpoint.tcp() else {
+                problems.insert((BUCKET_INSTANCES, served.key.clone(), "not on the TCP request plane".into()));
+                continue;
+            };
             let Some(addr) = resolve(&tcp.addr) else {
-                crate::log::warn(&format!("model {}: cannot resolve worker address {}", served.model, tcp.addr));
+                let why = format!("model {}: cannot resolve worker address {}", served.model, tcp.addr);
+                problems.insert((BUCKET_INSTANCES, served.key.clone(), why));
                 continue;
             };
             let codec = match served.endpoint.codec() {
@@ -108,52 +176,52 @@ impl Builder {
                 Arc::make_mut(existing).workers.push(worker);
                 continue;
             }
-            let input = served.card.model_input;
-            let mut tensor = None;
-            let tokens = match input {
-                ModelInput::Tokens => match self.model_dir(&served.card).and_then(|dir| self.load(&dir)) {
-                    Ok((files, tokenizers)) => Some(TokensModel { files, tokenizers }),
-                    Err(e) => {
-                        crate::log::error(&format!("model {}: not served: {e}", served.model));
-                        continue;
-                    }
-                },
-                // Forwarded as the client sent it: no files, no tokenizer.
-                ModelInput::Text => None,
-                // Tensors in and out, described by the card's `tensor_model_config`.
-                ModelInput::Tensor => {
-                    match crate::kserve::tensor_meta::load(served.card.extra.get("tensor_model_config")) {
-                        Ok(t) => {
-                            tensor = Some(Arc::new(t));
-                            None
-                        }
-                        Err(e) => {
-                            crate::log::error(&format!("model {}: not served: {e}", served.model));
-                            continue;
-                        }
-                    }
-                }
-                ModelInput::Unknown => {
-                    crate::log::error(&format!(
-                        "model {}: not served: only Tokens, Text and Tensor models are supported",
-                        served.model
-                    ));
-                    continue;
-                }
+            let sum = served.card.mdc_sum();
+            let result = match failed.get(&sum) {
+                Some(e) => Err(e.clone()),
+                None => self.serving(served),
             };
-            let card = &served.card;
-            let limits = CardLimits {
-                context_length: card.effective_context_length(),
-                kv_cache_block_size: card.kv_cache_block_size.map_or(0, u64::from),
-                max_num_batched_tokens: card.runtime_config.max_num_batched_tokens.unwrap_or(0),
-                max_num_seqs: card.runtime_config.max_num_seqs.unwrap_or(0),
-                total_kv_blocks: card.runtime_config.total_kv_blocks.unwrap_or(0),
-            };
-            let serving = Serving { tokens, tensor, workers: vec![worker], mdc_sum: Some(card.mdc_sum()), limits };
-            registry.serving.insert(served.model.clone(), Arc::new(serving));
+            match result {
+                Ok(mut serving) => {
+                    serving.workers.push(worker);
+                    registry.serving.insert(served.model.clone(), Arc::new(serving));
+                }
+                Err(e) => {
+                    let why = format!("model {}: not served: {e}", served.model);
+                    problems.insert((BUCKET_MDC, served.key.clone(), why));
+                    failed.insert(sum, e);
+                }
+            }
+        }
+        for (alias, primary) in &snap.aliases {
+            if let Some(serving) = registry.serving.get(primary).cloned() {
+                registry.serving.insert(alias.clone(), serving);
+            }
         }
         // Only models that can be served are listed.
         registry.models.retain(|m| registry.serving.contains_key(&m.name));
+        registry.skipped = BUCKETS.iter().map(|&b| (b, 0)).collect();
+        for (bucket, _, _) in &problems {
+            *registry.skipped.entry(bucket).or_insert(0) += 1;
+        }
+        problems.extend(snap.alias_conflicts.iter().map(|c| (ALIASES, String::new(), c.clone())));
+        for line in self.report(problems) {
+            crate::log::warn(&line);
+        }
+    }
+
+    /// The log lines of the problems that were not in the previous snapshot's; `problems`
+    /// becomes the set to compare the next snapshot's with.
+    fn report(&mut self, problems: BTreeSet<(&'static str, String, String)>) -> Vec<String> {
+        let lines = problems
+            .difference(&self.reported)
+            .map(|(bucket, name, reason)| match *bucket {
+                ALIASES => format!("discovery: {reason}"),
+                _ => format!("discovery: skipped {bucket} record {name}: {reason}"),
+            })
+            .collect();
+        self.reported = problems;
+        lines
     }
 }
 
@@ -252,6 +320,7 @@ impl Control {
                 tokenizers: HashMap::new(),
                 cache: default_cache(),
                 dirs: HashMap::new(),
+                reported: BTreeSet::new(),
             };
             watch(
                 source.as_mut(),
@@ -288,5 +357,110 @@ impl Control {
 impl Drop for Control {
     fn drop(&mut self) {
         self.stop.store(true, std::sync::atomic::Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::NamespaceFilter;
+    use crate::discovery::snapshot::{build, Catalog, ParseCache, Raw};
+    use std::time::SystemTime;
+
+    fn builder() -> Builder {
+        Builder {
+            shards: 1,
+            files: HashMap::new(),
+            tokenizers: HashMap::new(),
+            cache: std::env::temp_dir().join("switchyard-control-unit-cache"),
+            dirs: HashMap::new(),
+            reported: BTreeSet::new(),
+        }
+    }
+
+    /// A card record of `name` for instance `id` (a Text model: no files to load).
+    fn card(name: &str, id: u64, input: &str, aliases: &[&str]) -> (String, Vec<u8>) {
+        let v = serde_json::json!({
+            "type": "Model", "namespace": "dynamo", "component": "c", "endpoint": "generate", "instance_id": id,
+            "card_json": {"display_name": name, "model_type": "Chat | Completions", "model_input": input,
+                "context_length": 7, "aliases": aliases},
+        });
+        (format!("dynamo/c/generate/{id:x}"), serde_json::to_vec(&v).unwrap())
+    }
+
+    fn endpoint(id: u64) -> (String, Vec<u8>) {
+        let v = serde_json::json!({
+            "type": "Endpoint", "namespace": "dynamo", "component": "c", "endpoint": "generate", "instance_id": id,
+            "transport": {"tcp": format!("127.0.0.1:1/{id:x}/dynamo/c/generate")},
+        });
+        (format!("dynamo/c/generate/{id:x}"), serde_json::to_vec(&v).unwrap())
+    }
+
+    fn snapshot(records: &[(&'static str, &(String, Vec<u8>))]) -> Snapshot {
+        let raws = records.iter().map(|(bucket, (key, bytes))| Raw {
+            bucket,
+            name: key,
+            key,
+            modified: SystemTime::now(),
+            bytes,
+        });
+        build(raws, &NamespaceFilter::Any, Vec::new(), &mut ParseCache::default())
+    }
+
+    #[test]
+    fn aliases_share_the_primary_serving_data() {
+        let (c1, e1, e2) = (card("m", 1, "Text", &["a1", "a2"]), endpoint(1), endpoint(2));
+        let c2 = card("m", 2, "Text", &["a1", "a2"]);
+        let snap = snapshot(&[(BUCKET_MDC, &c1), (BUCKET_MDC, &c2), (BUCKET_INSTANCES, &e1), (BUCKET_INSTANCES, &e2)]);
+        let mut registry = Catalog::default().registry(&snap, SystemTime::now());
+        builder().add_serving(&mut registry, &snap);
+        let names: Vec<&str> = registry.models.iter().map(|m| m.name.as_str()).collect();
+        assert_eq!(names, ["a1", "a2", "m"]);
+        assert!(registry.models.iter().all(|m| m.context_window == 7 && m.created == registry.models[0].created));
+        let primary = &registry.serving["m"];
+        assert_eq!((primary.name.as_str(), primary.workers.len()), ("m", 2));
+        for alias in ["a1", "a2"] {
+            assert!(Arc::ptr_eq(&registry.serving[alias], primary), "{alias}");
+        }
+        assert_eq!(registry.aliases.get("a1").map(String::as_str), Some("m"));
+        assert!(registry.skipped.values().all(|&n| n == 0), "{:?}", registry.skipped);
+    }
+
+    #[test]
+    fn problems_are_counted_each_snapshot_and_reported_once() {
+        let bad = ("dynamo/c/generate/9".to_string(), b"{not json".to_vec());
+        let unknown = card("u", 3, "Audio", &[]);
+        let (good, e1, e3) = (card("m", 1, "Text", &["u"]), endpoint(1), endpoint(3));
+        let records = [
+            (BUCKET_MDC, &bad),
+            (BUCKET_MDC, &unknown),
+            (BUCKET_MDC, &good),
+            (BUCKET_INSTANCES, &e1),
+            (BUCKET_INSTANCES, &e3),
+        ];
+        let snap = snapshot(&records);
+        let mut b = builder();
+        let mut registry = Catalog::default().registry(&snap, SystemTime::now());
+        b.add_serving(&mut registry, &snap);
+        // The unparseable record and the card of an unknown input kind.
+        assert_eq!(registry.skipped.get(BUCKET_MDC), Some(&2));
+        assert_eq!(registry.skipped.get(BUCKET_INSTANCES), Some(&0));
+        assert_eq!(registry.models.iter().map(|m| m.name.as_str()).collect::<Vec<_>>(), ["m"]);
+        // Reported lines: the two records and the alias that is another model's name.
+        assert_eq!(b.reported.len(), 3, "{:?}", b.reported);
+        // A rebuild of the same problems logs nothing new, and still counts them.
+        let mut again = Catalog::default().registry(&snap, SystemTime::now());
+        let before = b.reported.clone();
+        b.add_serving(&mut again, &snap);
+        assert_eq!(again.skipped.get(BUCKET_MDC), Some(&2));
+        assert_eq!(b.reported, before);
+        assert!(b.report(before.clone()).is_empty());
+        // Gone, then back: reported again.
+        assert!(b.report(BTreeSet::new()).is_empty());
+        let lines = b.report(before);
+        assert_eq!(lines.len(), 3, "{lines:?}");
+        assert!(lines.iter().any(|l| l.starts_with("discovery: skipped v1/mdc record dynamo/c/generate/9: not JSON")));
+        assert!(lines.iter().any(|l| l.contains("model u: not served: only Tokens, Text and Tensor")));
+        assert!(lines.iter().any(|l| l.contains("alias \"u\" of model m is a model's own name")), "{lines:?}");
     }
 }

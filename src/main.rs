@@ -72,13 +72,12 @@ fn main() {
     let mut embedded = None;
     let backend = match cfg.discovery {
         Discovery::File => {
-            let Some(root) = std::env::var_os("DYN_FILE_KV") else {
-                eprintln!("switchyard: error: --discovery-backend file needs DYN_FILE_KV (the store's directory)");
-                server.shutdown();
-                std::process::exit(1);
+            let root = match std::env::var_os("DYN_FILE_KV") {
+                Some(root) => root.into(),
+                None => switchyard::discovery::file::default_root(std::env::var_os("TMPDIR").map(Into::into)),
             };
-            log::info(&format!("discovery: file store {}", std::path::Path::new(&root).display()));
-            Some(Backend::File(root.into()))
+            log::info(&format!("discovery: file store {}", root.display()));
+            Some(Backend::File(root))
         }
         Discovery::Etcd => {
             let endpoints = std::env::var("ETCD_ENDPOINTS")

@@ -96,6 +96,9 @@ pub struct DeclaredTensor {
 /// What a shard needs to serve one model.
 #[derive(Clone, Debug)]
 pub struct Serving {
+    /// The model's primary name (its card's `display_name`), whichever of its names a request
+    /// used: what responses and metrics call it.
+    pub name: String,
     /// `Some` for `model_input = Tokens` (the frontend tokenizes); `None` for
     /// `model_input = Text` (the OpenAI request is forwarded as the client sent it).
     pub tokens: Option<TokensModel>,
@@ -116,8 +119,15 @@ pub struct Registry {
     pub endpoints: Vec<String>,
     /// The endpoint records of live instances, as discovery stores them, for `/health`.
     pub instances: Vec<serde_json::Value>,
-    /// Serving data of each listed model, by name.
+    /// Serving data of each listed model, by name. An alias maps to the same `Arc` as its
+    /// primary name.
     pub serving: std::collections::BTreeMap<String, std::sync::Arc<Serving>>,
+    /// Alias → primary name, for every alias discovery accepted (listed or not).
+    pub aliases: std::collections::BTreeMap<String, String>,
+    /// Records discovery skipped in the current snapshot, by bucket (`v1/mdc`, ...): files
+    /// that are not records, cards whose model cannot be served, instances that cannot be
+    /// reached. Every bucket discovery reads is here (0 when nothing was skipped).
+    pub skipped: std::collections::BTreeMap<&'static str, u64>,
 }
 
 impl Registry {

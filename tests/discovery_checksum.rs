@@ -1,40 +1,18 @@
 //! Model-card checksums as Dynamo 1.6.1 computes them (docs/dynamo/request-plane.md §3.2, §3.7): file checksums,
 //! `mdc_sum`, local-file verification, and the mock worker's card.
 
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+mod common;
+
+use std::path::Path;
 use std::time::Duration;
 
+use common::TempDir;
 use serde_json::Value;
 use switchyard::discovery::checksum::{file_checksum, file_checksum_path, mdc_sum, verify_file, worker_type_byte};
-use switchyard::discovery::records::{parse_record, ModelCard, Record};
+use switchyard::discovery::records::{parse_record, ModelCard, Record, TemplateFormat};
 use switchyard::worker::{Codec, MockConfig, MockWorker, UNVERIFIED_CHECKSUM};
 
 const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/discovery");
-
-static DIRS: AtomicU64 = AtomicU64::new(0);
-
-/// A fresh temp directory, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new() -> TempDir {
-        let d = std::env::temp_dir().join(format!(
-            "switchyard-checksum-{}-{}",
-            std::process::id(),
-            DIRS.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        TempDir(d)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 fn json_file(name: &str) -> Value {
     serde_json::from_slice(&std::fs::read(Path::new(DATA).join(name)).unwrap()).unwrap()
@@ -51,7 +29,8 @@ fn snapshot_card(display_name: &str) -> ModelCard {
     serde_json::from_value(rec["value"]["card_json"].clone()).unwrap()
 }
 
-/// The §3.7 byte layout written out by hand (items 1–3, 5–8), hashed with blake3.
+/// The §3.7 byte layout written out by hand (items 1–8, and the aliases last), hashed with
+/// blake3.
 fn mdc_sum_by_hand(c: &ModelCard) -> String {
     let mut b = Vec::new();
     b.extend_from_slice(c.display_name.as_bytes());
@@ -61,6 +40,20 @@ fn mdc_sum_by_hand(c: &ModelCard) -> String {
     {
         b.extend_from_slice(slot.file.checksum.as_bytes());
     }
+    let mut extras: Vec<(String, String)> = c
+        .extra_files
+        .iter()
+        .map(|f| {
+            let name = f.path.trim_end_matches('/').rsplit('/').next().unwrap().to_string();
+            (name, f.checksum.strip_prefix("blake3:").unwrap().to_string())
+        })
+        .collect();
+    extras.sort();
+    for (name, hex) in extras {
+        b.extend_from_slice(name.as_bytes());
+        b.push(0);
+        b.extend_from_slice(hex.as_bytes());
+    }
     b.extend_from_slice(&(c.effective_context_length() as u32).to_be_bytes());
     b.extend_from_slice(&c.kv_cache_block_size.unwrap_or(0).to_be_bytes());
     b.push(worker_type_byte(c.worker_type.as_deref()).unwrap());
@@ -69,6 +62,13 @@ fn mdc_sum_by_hand(c: &ModelCard) -> String {
         let alt = alt.as_array().unwrap();
         b.extend_from_slice(&(alt.len() as u32).to_be_bytes());
         b.extend(alt.iter().map(|t| worker_type_byte(t.as_str()).unwrap()));
+    }
+    if !c.aliases.is_empty() {
+        b.extend_from_slice(&(c.aliases.len() as u32).to_be_bytes());
+        for a in &c.aliases {
+            b.extend_from_slice(&(a.len() as u32).to_be_bytes());
+            b.extend_from_slice(a.as_bytes());
+        }
     }
     blake3::hash(&b).to_hex().to_string()
 }
@@ -83,7 +83,7 @@ fn file_checksum_is_prefixed_lower_hex_blake3() {
     assert_eq!(file_checksum(b""), "blake3:af1349b9f5f9a1a6a0404dea36dcc9499bcb25c9adc112b7cc9a93cae41f3262");
     assert_eq!(file_checksum(b"abc"), "blake3:6437b3ac38465133ffb63b75273a8db548c558465d79db03fd359c6cd5bd9d85");
     // Streaming over a file (bigger than the read buffer) agrees with the one-shot hash.
-    let dir = TempDir::new();
+    let dir = TempDir::new("checksum");
     let big: Vec<u8> = (0..200_000u32).map(|i| (i * 7 % 251) as u8).collect();
     let p = dir.0.join("tokenizer.json");
     std::fs::write(&p, &big).unwrap();
@@ -92,7 +92,7 @@ fn file_checksum_is_prefixed_lower_hex_blake3() {
 
 #[test]
 fn verify_file_accepts_match_and_explains_mismatch() {
-    let dir = TempDir::new();
+    let dir = TempDir::new("checksum");
     let p = dir.0.join("config.json");
     std::fs::write(&p, b"{}").unwrap();
     let good = file_checksum(b"{}");
@@ -147,6 +147,162 @@ fn mdc_sum_vectors_from_the_reference_script() {
     }
 }
 
+/// The cards 1.6.1 workers wrote (gpt-oss with its `chat_template.jinja`, a custom
+/// template, aliases) parse, keep their chat template slot as written, and hash to the
+/// `mdc_sum` the 1.6.1 frontend sent with their requests.
+#[test]
+fn cards_written_by_1_6_1_parse_and_hash_as_it_sends() {
+    let v = json_file("cards_1_6_1.json");
+    let cards = v["cards"].as_array().unwrap();
+    assert_eq!(cards.len(), 4);
+    let mut hashed = 0;
+    for c in cards {
+        let raw = serde_json::to_vec(&c["record"]).unwrap();
+        let (rec, _) = parse_record(&raw).unwrap_or_else(|e| panic!("{}: {e}", c["file_name"]));
+        let Record::Model(rec) = rec else { panic!("not a model record") };
+        let card = rec.card_json;
+        let name = card.display_name.as_str();
+        if let Some(want) = c["mdc_sum"].as_str() {
+            assert_eq!(card.mdc_sum(), want, "{name}");
+            assert_eq!(mdc_sum_by_hand(&card), want, "{name}");
+            hashed += 1;
+        }
+        // The slot is written back the way it was read.
+        let written = serde_json::to_value(&card).unwrap();
+        assert_eq!(written["chat_template_file"], c["record"]["card_json"]["chat_template_file"], "{name}");
+        assert_eq!(written.get("aliases"), c["record"]["card_json"].get("aliases"), "{name}");
+        let template = card.chat_template();
+        match name {
+            "gptoss-py" | "gptoss-mock" => {
+                let t = template.unwrap();
+                assert_eq!(
+                    (t.kind.as_str(), t.is_custom, t.template_format()),
+                    ("hf_chat_template", Some(false), Some(TemplateFormat::Jinja))
+                );
+                assert!(t.file.path.ends_with("/gptoss/chat_template.jinja"));
+                assert_eq!(t.file.size, Some(16738));
+            }
+            "qwen3-custom" => {
+                let t = template.unwrap();
+                assert_eq!((t.is_custom, t.template_format()), (Some(true), Some(TemplateFormat::Jinja)));
+            }
+            "qwen3-main" => {
+                assert!(template.is_none());
+                assert_eq!(card.aliases, ["qwen3-alias-a", "qwen3-alias-b"]);
+                // Without its aliases the card hashes differently.
+                let mut plain = card.clone();
+                plain.aliases.clear();
+                assert_ne!(plain.mdc_sum(), card.mdc_sum());
+            }
+            other => panic!("unexpected card {other}"),
+        }
+    }
+    assert_eq!(hashed, 3);
+}
+
+/// Every chat-template shape of 1.6.1's `PromptFormatterArtifact`: `hf_chat_template` (and its
+/// alias `hf_chat_template_jinja`) and `hf_chat_template_json`, nested `{is_custom, file}`, in
+/// `chat_template_file` or `prompt_formatter`; the flat shape is refused for them.
+#[test]
+fn chat_template_slots_in_every_shape() {
+    let file = serde_json::json!({"path": "/m/t", "checksum": file_checksum(b"t"), "size": 1});
+    let mut base = json_file("mdc_sum_vectors.json")["vectors"][0]["card_json"].clone();
+    base.as_object_mut().unwrap().remove("chat_template_file");
+    for (kind, format) in [
+        ("hf_chat_template", TemplateFormat::Jinja),
+        ("hf_chat_template_jinja", TemplateFormat::Jinja),
+        ("hf_chat_template_json", TemplateFormat::Json),
+    ] {
+        for custom in [false, true] {
+            let mut v = base.clone();
+            v["chat_template_file"] = serde_json::json!({ kind: {"is_custom": custom, "file": file} });
+            let card: ModelCard = serde_json::from_value(v.clone()).unwrap();
+            let t = card.chat_template().unwrap();
+            assert_eq!((t.kind.as_str(), t.is_custom, t.template_format()), (kind, Some(custom), Some(format)));
+            assert_eq!(t.file.checksum, file_checksum(b"t"));
+            assert_eq!(serde_json::to_value(&card).unwrap()["chat_template_file"], v["chat_template_file"]);
+            // Only the file's checksum is hashed, whatever the shape.
+            assert_eq!(card.mdc_sum(), mdc_sum_by_hand(&card));
+            assert_eq!(card.check_slots(), Ok(()));
+            // As the prompt formatter it parses, but 1.6.1 refuses to serve it.
+            let mut pf = base.clone();
+            pf["prompt_formatter"] = v["chat_template_file"].clone();
+            let card: ModelCard = serde_json::from_value(pf).unwrap();
+            assert!(card.chat_template().is_none());
+            assert!(card.check_slots().unwrap_err().contains("prompt_formatter is a chat template"));
+        }
+        // The flat shape of the other slots, or no `is_custom`, is not a chat template slot.
+        let mut flat = base.clone();
+        flat["chat_template_file"] = serde_json::json!({ kind: file });
+        assert!(serde_json::from_value::<ModelCard>(flat).is_err(), "{kind}");
+    }
+    // A tokenizer config in the template slot is no template (1.6.1 ignores it there).
+    let mut tc = base.clone();
+    tc["chat_template_file"] = serde_json::json!({"hf_tokenizer_config_json": file});
+    let card: ModelCard = serde_json::from_value(tc).unwrap();
+    assert!(card.chat_template().is_none());
+}
+
+/// `extra_files` and `aliases` are hashed the way 1.6.1's `mdcsum` does: extra files as
+/// sorted (file name, 0 byte, checksum hex) after the slots, aliases last (count, then
+/// length-prefixed names, in order), each only when there are some.
+#[test]
+fn mdc_sum_hashes_extra_files_and_aliases() {
+    let card = snapshot_card("qwen3");
+    let base = mdc_sum(&card);
+    // mdc_sum, checked against the layout written by hand.
+    let layout = |c: &ModelCard| {
+        let sum = mdc_sum_by_hand(c);
+        assert_eq!(mdc_sum(c), sum);
+        sum
+    };
+    let mut empty = card.clone();
+    empty.extra_files = Vec::new();
+    empty.aliases = Vec::new();
+    assert_eq!(layout(&empty), base, "empty lists hash as absent ones");
+
+    let file = |path: &str, bytes: &[u8]| {
+        serde_json::from_value(serde_json::json!({"path": path, "checksum": file_checksum(bytes)})).unwrap()
+    };
+    let mut extras = card.clone();
+    extras.extra_files = vec![
+        file("http://h:1/v1/metadata/a/b/_base/preprocessor_config.json", b"p"),
+        file("/m/added_tokens.json", b"a"),
+    ];
+    let with_extras = layout(&extras);
+    assert_ne!(with_extras, base);
+    extras.extra_files.reverse();
+    assert_eq!(mdc_sum(&extras), with_extras, "extra files are sorted by name first");
+    // The bytes, written out: the slots, then `added_tokens.json\0<hex>preprocessor_config.json\0<hex>`.
+    let mut b = Vec::new();
+    b.extend_from_slice(card.display_name.as_bytes());
+    b.extend_from_slice(card.source_path.as_deref().unwrap().as_bytes());
+    for (_, slot) in card.file_slots() {
+        b.extend_from_slice(slot.file.checksum.as_bytes());
+    }
+    for (name, bytes) in [("added_tokens.json", b"a"), ("preprocessor_config.json", b"p")] {
+        b.extend_from_slice(name.as_bytes());
+        b.push(0);
+        b.extend_from_slice(blake3::hash(bytes).to_hex().as_bytes());
+    }
+    b.extend_from_slice(&(card.effective_context_length() as u32).to_be_bytes());
+    b.extend_from_slice(&card.kv_cache_block_size.unwrap().to_be_bytes());
+    b.push(worker_type_byte(card.worker_type.as_deref()).unwrap());
+    b.extend_from_slice(&0u32.to_be_bytes());
+    assert!(card.needs.is_empty());
+    assert_eq!(with_extras, blake3::hash(&b).to_hex().to_string());
+    // Then the aliases, last.
+    extras.aliases = vec!["x".into(), "yz".into()];
+    b.extend_from_slice(&2u32.to_be_bytes());
+    b.extend_from_slice(&1u32.to_be_bytes());
+    b.extend_from_slice(b"x");
+    b.extend_from_slice(&2u32.to_be_bytes());
+    b.extend_from_slice(b"yz");
+    assert_eq!(mdc_sum(&extras), blake3::hash(&b).to_hex().to_string());
+    extras.aliases.reverse();
+    assert_ne!(mdc_sum(&extras), blake3::hash(&b).to_hex().to_string(), "alias order is hashed");
+}
+
 #[test]
 fn mdc_sum_hashes_the_prefixed_checksum_strings() {
     let card = snapshot_card("qwen3");
@@ -181,7 +337,7 @@ fn mdc_sum_hashes_the_prefixed_checksum_strings() {
 
 #[test]
 fn verify_local_files_checks_local_slots_and_skips_urls() {
-    let dir = TempDir::new();
+    let dir = TempDir::new("checksum");
     let cfg = dir.0.join("config.json");
     let tok = dir.0.join("tokenizer.json");
     std::fs::write(&cfg, b"{\"a\":1}").unwrap();
@@ -219,8 +375,8 @@ fn verify_local_files_checks_local_slots_and_skips_urls() {
 
 #[test]
 fn mock_worker_card_carries_real_checksums() {
-    let root = TempDir::new();
-    let model = TempDir::new();
+    let root = TempDir::new("checksum");
+    let model = TempDir::new("checksum");
     let files: [(&str, &[u8]); 4] = [
         ("config.json", b"{\"architectures\":[\"Qwen3ForCausalLM\"]}"),
         ("tokenizer.json", b"{\"model\":{\"vocab\":{}}}"),
@@ -275,7 +431,7 @@ fn mock_worker_card_carries_real_checksums() {
 
 #[test]
 fn mock_worker_without_model_dir_has_no_file_slots() {
-    let root = TempDir::new();
+    let root = TempDir::new("checksum");
     let cfg = MockConfig { model_name: "bare".into(), model_dir: None, ..Default::default() };
     let mut w = MockWorker::start(cfg).unwrap();
     let reg = w.register_file(&root.0).unwrap();

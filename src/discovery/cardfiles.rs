@@ -9,6 +9,10 @@
 //! (Dynamo keeps `~/.cache/dynamo/mdc/by-slug/...`), verified, and the directory used. A file
 //! whose checksum does not match rejects the card, as Dynamo does.
 //!
+//! A card's chat template file (`chat_template_file`) is handed on apart from the directory
+//! ([`CardFiles::template`]): a custom template lies anywhere, under any name, and with a
+//! URL its name is whatever the URL's last segment is.
+//!
 //! Blocking I/O; runs on the control thread.
 
 use std::fs;
@@ -17,6 +21,7 @@ use std::time::Duration;
 
 use super::checksum::{file_checksum, verify_file};
 use super::records::ModelCard;
+use crate::tokenize::TemplateFile;
 
 /// Per-read bound on a card file download.
 const FETCH_TIMEOUT: Duration = Duration::from_secs(30);
@@ -59,25 +64,51 @@ fn file_name(url: &str) -> Option<&str> {
     (!name.is_empty() && name != "." && name != ".." && !name.contains('\\')).then_some(name)
 }
 
-/// The local directory holding `card`'s files, verified: the tokenizer's own directory for
-/// shared storage, or the cache directory the URL files were downloaded to.
-pub fn model_dir(card: &ModelCard, cache: &Path) -> Result<PathBuf, String> {
+/// Where a card's files are, verified.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct CardFiles {
+    /// The tokenizer's own directory (shared storage), or the cache directory the URL files
+    /// were downloaded to.
+    pub dir: PathBuf,
+    /// The card's chat template file, which replaces whatever template `dir` holds.
+    pub template: Option<TemplateFile>,
+}
+
+/// The local files of `card`, verified: the tokenizer's own directory for shared storage, or
+/// the cache directory the URL files were downloaded to, and the chat template file.
+pub fn model_dir(card: &ModelCard, cache: &Path) -> Result<CardFiles, String> {
+    card.check_slots()?;
     let slots = card.file_slots();
     let Some((_, tokenizer)) = slots.iter().find(|(kind, _)| *kind == "tokenizer") else {
         return Err("the card names no tokenizer file".into());
     };
+    let template_at = |dir: &Path| {
+        card.chat_template().and_then(|slot| {
+            let format = slot.template_format()?;
+            let path =
+                if slot.file.is_url() { dir.join(file_name(&slot.file.path)?) } else { slot.file.path.clone().into() };
+            Some(TemplateFile { path, format })
+        })
+    };
     if !tokenizer.file.is_url() {
         card.verify_local_files()?;
-        return Path::new(&tokenizer.file.path)
+        let dir = Path::new(&tokenizer.file.path)
             .parent()
             .map(Path::to_path_buf)
-            .ok_or_else(|| format!("tokenizer path {} has no directory", tokenizer.file.path));
+            .ok_or_else(|| format!("tokenizer path {} has no directory", tokenizer.file.path))?;
+        let template = template_at(&dir);
+        return Ok(CardFiles { dir, template });
     }
     let dir = cache.join("by-slug").join(slug(&card.display_name)).join(card.mdc_sum());
     fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     for (kind, slot) in &slots {
         let f = &slot.file;
         if !f.is_url() {
+            // A custom template may stay a local path (shared storage) next to served files.
+            if *kind == "chat_template_file" {
+                verify_file(Path::new(&f.path), &f.checksum).map_err(|e| format!("{kind}: {e}"))?;
+                continue;
+            }
             return Err(format!("{kind}: mixing local paths and URLs in one card is not supported"));
         }
         let name = file_name(&f.path).ok_or_else(|| format!("{kind}: no file name in {}", f.path))?;
@@ -93,7 +124,8 @@ pub fn model_dir(card: &ModelCard, cache: &Path) -> Result<PathBuf, String> {
         let tmp = dir.join(format!(".tmp_{name}"));
         fs::write(&tmp, &bytes).and_then(|_| fs::rename(&tmp, &target)).map_err(|e| format!("{kind}: {e}"))?;
     }
-    Ok(dir)
+    let template = template_at(&dir);
+    Ok(CardFiles { dir, template })
 }
 
 #[cfg(test)]

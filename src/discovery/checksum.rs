@@ -64,16 +64,24 @@ pub fn worker_type_byte(worker_type: Option<&str>) -> Option<u8> {
     }
 }
 
-/// The card checksum Dynamo 1.6.1 sends as `mdc_sum` (docs/dynamo/request-plane.md §3.7): blake3 hex over
-/// `display_name`, `source_path` (if present and non-empty), the file slots' checksum strings
-/// (with their `blake3:` prefix) in the order model_info, tokenizer, prompt_formatter,
-/// chat_template_file, gen_config, the effective context length (u32 BE), the
-/// `kv_cache_block_size` (u32 BE, 0 when absent), the worker-type byte, and `needs` (u32 BE
-/// count, then per alternative a u32 BE length and one worker-type byte each); then, only
-/// when present, the blake3 of the JSON `router_config` (item 9, [S] in docs/dynamo/request-plane.md: unverified).
+/// The card checksum Dynamo 1.6.1 sends as `mdc_sum` (docs/dynamo/request-plane.md §3.7): blake3 hex over, in order,
+/// * `display_name`, and `source_path` when present;
+/// * the file slots' checksum strings (with their `blake3:` prefix) in the order model_info,
+///   tokenizer, prompt_formatter, chat_template_file, gen_config (a chat-template slot
+///   contributes its file's checksum);
+/// * `extra_files`, only when there are some: the (file name, checksum hex without the
+///   `blake3:` prefix) pairs sorted, each as the name, one 0 byte, the hex;
+/// * the effective context length (u32 BE), the `kv_cache_block_size` (u32 BE, 0 when
+///   absent), the worker-type byte, and `needs` (u32 BE count, then per alternative a u32 BE
+///   length and one worker-type byte each);
+/// * only when present, the blake3 of the JSON `router_config` (item 9, [S] in docs/dynamo/request-plane.md:
+///   unverified);
+/// * only when non-empty, `aliases`: a u32 BE count, then each alias as a u32 BE byte length
+///   and its bytes, in card order.
 ///
-/// Item 4 (`extra_files`, `prompt_context`) is not hashed: no observed card had them and the
-/// spec does not pin their encoding. Unknown worker-type names hash as 0 (none).
+/// Not hashed: `prompt_context` (1.6.1 hashes its Rust debug form; no card seen carries it),
+/// `indexer_identity` and the vLLM runtime flags of `runtime_config.runtime_data` (likewise
+/// never seen). Unknown worker-type names hash as 0 (none).
 pub fn mdc_sum(card: &ModelCard) -> String {
     let mut h = blake3::Hasher::new();
     h.update(card.display_name.as_bytes());
@@ -82,6 +90,20 @@ pub fn mdc_sum(card: &ModelCard) -> String {
     }
     for (_, slot) in card.file_slots() {
         h.update(slot.file.checksum.as_bytes());
+    }
+    let mut extras: Vec<(&str, &str)> = card
+        .extra_files
+        .iter()
+        .map(|f| {
+            let hex = f.checksum.split_once(':').map_or(f.checksum.as_str(), |(_, hex)| hex);
+            (f.basename().unwrap_or(""), hex)
+        })
+        .collect();
+    extras.sort_unstable();
+    for (name, hex) in extras {
+        h.update(name.as_bytes());
+        h.update(&[0]);
+        h.update(hex.as_bytes());
     }
     // Dynamo stores these as u32; larger JSON values are truncated the way `as u32` would.
     h.update(&(card.effective_context_length() as u32).to_be_bytes());
@@ -100,6 +122,13 @@ pub fn mdc_sum(card: &ModelCard) -> String {
     if let Some(rc) = card.extra.get("router_config").filter(|v| !v.is_null()) {
         let json = serde_json::to_vec(rc).unwrap_or_default();
         h.update(blake3::hash(&json).as_bytes());
+    }
+    if !card.aliases.is_empty() {
+        h.update(&(card.aliases.len() as u32).to_be_bytes());
+        for alias in &card.aliases {
+            h.update(&(alias.len() as u32).to_be_bytes());
+            h.update(alias.as_bytes());
+        }
     }
     h.finalize().to_hex().to_string()
 }

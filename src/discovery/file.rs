@@ -36,6 +36,12 @@ pub const DEFAULT_RESCAN: Duration = Duration::from_millis(200);
 /// The longest a watched store goes without listing its buckets when no record expires
 /// sooner: a net for changes no event named (a write through a hard link from outside).
 pub const FULL_SWEEP: Duration = Duration::from_secs(5);
+/// The store directory without `DYN_FILE_KV`: `dynamo_store_kv` in the temp directory,
+/// `tmpdir` (`$TMPDIR`) or else `/tmp`, as Dynamo 1.6.1 frontends and workers both use it.
+pub fn default_root(tmpdir: Option<PathBuf>) -> PathBuf {
+    tmpdir.unwrap_or_else(|| PathBuf::from("/tmp")).join("dynamo_store_kv")
+}
+
 /// Files larger than this are not records (cards are a few KiB).
 const MAX_RECORD_BYTES: u64 = 8 << 20;
 /// The buckets a frontend reads.

@@ -10,6 +10,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+pub use crate::tokenize::model::TemplateFormat;
+
 // ---------------------------------------------------------------------------------------------
 // Keys
 // ---------------------------------------------------------------------------------------------
@@ -23,6 +25,8 @@ pub const BUCKET_EVENT_CHANNELS: &str = "v1/event_channels";
 /// Bucket of KV-event sources (`type: "EventSource"`): which worker and DP rank a `kv-events`
 /// publisher speaks for, and where to ask for a recovery.
 pub const BUCKET_EVENT_SOURCES: &str = "v1/event_sources";
+/// Every bucket discovery reads.
+pub const BUCKETS: [&str; 4] = [BUCKET_EVENT_CHANNELS, BUCKET_EVENT_SOURCES, BUCKET_INSTANCES, BUCKET_MDC];
 
 /// Names starting with this are a writer's temporaries (written, hard-linked, unlinked).
 pub const TEMP_PREFIX: &str = ".tmp_";
@@ -206,6 +210,19 @@ impl ModelRecord {
 }
 
 /// The model deployment card (`card_json`).
+///
+/// What happens to each field Dynamo 1.6.1 writes:
+/// * read: `display_name` (the primary model name), `slug`, `source_path`, the file slots
+///   (`model_info`, `tokenizer`, `prompt_formatter`, `chat_template_file`, `gen_config`),
+///   `architectural_max_context_length`, `context_length`, `kv_cache_block_size`,
+///   `model_type`, `model_input`, `worker_type`, `needs`, `aliases`, `runtime_config` (the
+///   sizes, parsers and data-parallel ranks; the rest kept in its `extra`), and
+///   `tensor_model_config` (from `extra`, for tensor models);
+/// * hashed into `mdc_sum` only: `extra_files` (sibling files such as
+///   `preprocessor_config.json`, which nothing here reads) and `router_config`;
+/// * knowingly ignored: `migration_limit` (parsed; the frontend's own `--migration-limit`
+///   applies), and, kept in `extra`, `media_decoder`, `media_fetcher` (multimodal input is
+///   not supported), `lora`, `user_data`, `indexer_identity` and `prompt_context`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ModelCard {
     /// Model id served on `/v1/models` and matched against the request `model`.
@@ -243,8 +260,15 @@ pub struct ModelCard {
     /// DNF list of worker types this set depends on.
     #[serde(default)]
     pub needs: Vec<Value>,
+    /// Other names the model answers to (`--served-model-name a b c` gives `b`, `c`); written
+    /// only when there are some.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub aliases: Vec<String>,
     #[serde(default)]
     pub runtime_config: RuntimeConfig,
+    /// Sibling files the worker advertises next to the typed slots; only hashed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub extra_files: Vec<FileRef>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
@@ -281,6 +305,23 @@ impl ModelCard {
         .collect()
     }
 
+    /// The chat template file the card names (`chat_template_file` of a chat-template
+    /// kind), which replaces any template in the tokenizer config.
+    pub fn chat_template(&self) -> Option<&FileSlot> {
+        self.chat_template_file.as_ref().filter(|s| s.template_format().is_some())
+    }
+
+    /// Slot kinds Dynamo 1.6.1 refuses to serve: a `prompt_formatter` holding a chat
+    /// template rather than the tokenizer config.
+    pub fn check_slots(&self) -> Result<(), String> {
+        match &self.prompt_formatter {
+            Some(s) if s.template_format().is_some() => {
+                Err(format!("prompt_formatter is a chat template ({}), not the tokenizer config", s.kind))
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// The card checksum Dynamo sends as `mdc_sum`; see [`super::checksum::mdc_sum`].
     pub fn mdc_sum(&self) -> String {
         super::checksum::mdc_sum(self)
@@ -300,14 +341,47 @@ impl ModelCard {
     }
 }
 
-/// One card file slot: externally tagged by its kind, e.g.
-/// `{"hf_tokenizer_json": {"path": ..., "checksum": "blake3:...", "size": ...}}`.
+/// One card file slot, externally tagged by its kind. Most kinds hold the file itself,
+/// e.g. `{"hf_tokenizer_json": {"path": ..., "checksum": "blake3:...", "size": ...}}`; the
+/// chat-template kinds ([`FileSlot::template_format`]) hold it one level down, next to
+/// whether it was given on the worker's command line:
+/// `{"hf_chat_template": {"is_custom": false, "file": {"path": ..., ...}}}`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(try_from = "Map<String, Value>", into = "Map<String, Value>")]
 pub struct FileSlot {
-    /// `hf_config_json`, `hf_tokenizer_json`, `hf_tokenizer_config_json`, ...
+    /// `hf_config_json`, `hf_tokenizer_json`, `hf_tokenizer_config_json`, `hf_chat_template`, ...
     pub kind: String,
+    /// `Some` for a chat-template kind: the template was given on the worker's command line
+    /// (`--chat-template`) rather than found in the model directory.
+    pub is_custom: Option<bool>,
     pub file: FileRef,
+}
+
+/// Slot kind of a Jinja chat template (`hf_chat_template_jinja` is read as a synonym).
+pub const KIND_CHAT_TEMPLATE: &str = "hf_chat_template";
+/// Slot kind of a `chat_template.json`.
+pub const KIND_CHAT_TEMPLATE_JSON: &str = "hf_chat_template_json";
+
+impl FileSlot {
+    /// The template format of a chat-template kind; `None` for other kinds.
+    pub fn template_format(&self) -> Option<TemplateFormat> {
+        template_format(&self.kind)
+    }
+}
+
+fn template_format(kind: &str) -> Option<TemplateFormat> {
+    match kind {
+        KIND_CHAT_TEMPLATE | "hf_chat_template_jinja" => Some(TemplateFormat::Jinja),
+        KIND_CHAT_TEMPLATE_JSON => Some(TemplateFormat::Json),
+        _ => None,
+    }
+}
+
+/// The nested body of a chat-template slot.
+#[derive(Deserialize)]
+struct TemplateSlot {
+    is_custom: bool,
+    file: FileRef,
 }
 
 impl TryFrom<Map<String, Value>> for FileSlot {
@@ -317,15 +391,24 @@ impl TryFrom<Map<String, Value>> for FileSlot {
             return Err(format!("a file slot has exactly one kind, found {}", m.len()));
         }
         let (kind, v) = m.into_iter().next().expect("one entry");
+        if template_format(&kind).is_some() {
+            let t = TemplateSlot::deserialize(v).map_err(|e| format!("file slot {kind}: {e}"))?;
+            return Ok(FileSlot { kind, is_custom: Some(t.is_custom), file: t.file });
+        }
         let file = FileRef::deserialize(v).map_err(|e| format!("file slot {kind}: {e}"))?;
-        Ok(FileSlot { kind, file })
+        Ok(FileSlot { kind, is_custom: None, file })
     }
 }
 
 impl From<FileSlot> for Map<String, Value> {
     fn from(s: FileSlot) -> Self {
+        let file = serde_json::to_value(s.file).unwrap_or(Value::Null);
+        let body = match s.is_custom {
+            Some(is_custom) => serde_json::json!({ "is_custom": is_custom, "file": file }),
+            None => file,
+        };
         let mut m = Map::new();
-        m.insert(s.kind, serde_json::to_value(s.file).unwrap_or(Value::Null));
+        m.insert(s.kind, body);
         m
     }
 }
@@ -345,6 +428,18 @@ impl FileRef {
     /// True when `path` is an HTTP(S) URL to fetch rather than a local path.
     pub fn is_url(&self) -> bool {
         self.path.starts_with("http://") || self.path.starts_with("https://")
+    }
+
+    /// The file's name: the last non-empty segment of a URL's path (query and fragment
+    /// aside), or of a local path. `None` when there is none.
+    pub fn basename(&self) -> Option<&str> {
+        if !self.is_url() {
+            return std::path::Path::new(&self.path).file_name().and_then(|n| n.to_str());
+        }
+        let rest = self.path.split_once("://").map_or(self.path.as_str(), |(_, r)| r);
+        let rest = rest.split(['?', '#']).next().unwrap_or("");
+        // Past the authority: only the path's segments count.
+        rest.split_once('/').map_or("", |(_, p)| p).rsplit('/').find(|s| !s.is_empty())
     }
 }
 

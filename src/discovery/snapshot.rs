@@ -44,8 +44,9 @@ pub struct Entry<T> {
     pub raw: Value,
 }
 
-/// A file that was skipped, and why (temporaries are skipped silently).
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A record that was skipped, and why (temporaries and expired records are skipped
+/// silently). Ordered by bucket, then name.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Skipped {
     pub bucket: &'static str,
     pub file_name: String,
@@ -58,6 +59,8 @@ pub struct Skipped {
 pub struct ServedInstance {
     /// The card's `display_name`.
     pub model: String,
+    /// The card's key, e.g. `dynamo/backend/generate/2aed21ef7e3e48b7`.
+    pub key: String,
     pub endpoint: EndpointRecord,
     pub card: ModelCard,
 }
@@ -76,14 +79,19 @@ pub struct Snapshot {
     pub event_sources: Vec<Entry<Value>>,
     /// Instances with both records, sorted by (model, endpoint, instance id).
     pub served: Vec<ServedInstance>,
-    /// Files that are not records (not JSON, wrong type, bad name); expired records are not
-    /// listed here.
+    /// Files that are not records (not JSON, wrong type, bad name), sorted; expired records
+    /// are not listed here.
     pub skipped: Vec<Skipped>,
+    /// Alias → primary model name: the `aliases` of each served model's first card, except
+    /// names already taken (see [`aliases`]).
+    pub aliases: BTreeMap<String, String>,
+    /// Aliases that could not be claimed, and why, sorted.
+    pub alias_conflicts: Vec<String>,
 }
 
 impl Snapshot {
-    /// True when both snapshots hold the same live records. Ignores mtimes (keep-alive touches
-    /// every ~3.3 s change them) and the skipped list.
+    /// True when both snapshots hold the same live records and skip the same ones. Ignores
+    /// mtimes (keep-alive touches every ~3.3 s change them).
     pub fn same_content(&self, other: &Snapshot) -> bool {
         fn same<T>(a: &[Entry<T>], b: &[Entry<T>]) -> bool {
             a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.key == y.key && x.raw == y.raw)
@@ -92,6 +100,7 @@ impl Snapshot {
             && same(&self.cards, &other.cards)
             && same(&self.event_channels, &other.event_channels)
             && same(&self.event_sources, &other.event_sources)
+            && self.skipped == other.skipped
     }
 
     /// Names of the models that have at least one served instance, sorted.
@@ -182,8 +191,42 @@ pub fn build<'a>(
     snap.event_channels.sort_by(|a, b| a.key.cmp(&b.key));
     snap.event_sources.sort_by(|a, b| a.key.cmp(&b.key));
     snap.served = join(&snap.instances, &snap.cards);
+    snap.skipped.sort();
+    (snap.aliases, snap.alias_conflicts) = aliases(&snap.served);
     cache.parsed.retain(|_, p| p.seen == generation);
     snap
+}
+
+/// The aliases of the served models: alias → primary, and the aliases refused. Each model's
+/// first served instance speaks for it (as for its context window). As in Dynamo 1.6.1, a
+/// name is held by one model only: an alias that is some model's primary name is refused,
+/// and so is one another model claimed first (models taken in name order).
+pub fn aliases(served: &[ServedInstance]) -> (BTreeMap<String, String>, Vec<String>) {
+    let mut first: BTreeMap<&str, &ServedInstance> = BTreeMap::new();
+    for s in served {
+        first.entry(s.model.as_str()).or_insert(s);
+    }
+    let mut map: BTreeMap<String, String> = BTreeMap::new();
+    let mut conflicts = Vec::new();
+    for (primary, s) in &first {
+        for alias in &s.card.aliases {
+            if first.contains_key(alias.as_str()) {
+                conflicts.push(format!("alias {alias:?} of model {primary} is a model's own name: ignored"));
+                continue;
+            }
+            match map.get(alias) {
+                Some(owner) if owner != primary => conflicts
+                    .push(format!("alias {alias:?} of model {primary} is already an alias of model {owner}: ignored")),
+                Some(_) => {}
+                None => {
+                    map.insert(alias.clone(), primary.to_string());
+                }
+            }
+        }
+    }
+    conflicts.sort();
+    conflicts.dedup();
+    (map, conflicts)
 }
 
 /// One record's bytes and what they parsed to.
@@ -250,6 +293,7 @@ fn join(instances: &[Entry<EndpointRecord>], cards: &[Entry<ModelRecord>]) -> Ve
             let ep = by_id.get(&(c.record.id(), c.record.instance_id))?;
             Some(ServedInstance {
                 model: c.record.card_json.display_name.clone(),
+                key: c.key.clone(),
                 endpoint: (*ep).clone(),
                 card: c.record.card_json.clone(),
             })
@@ -270,9 +314,11 @@ pub struct Catalog {
 
 impl Catalog {
     /// Builds the Registry shards serve from, as of `now`:
-    /// * `models`: one per `display_name` with a served instance, sorted by name; `created` is
-    ///   when this catalog first saw the model served (kept while it stays served), and
-    ///   `context_window` the card's top-level `context_length` (first card by key wins).
+    /// * `models`: one per `display_name` with a served instance, and one per alias of those
+    ///   ([`Snapshot::aliases`]), sorted by name; `created` is when this catalog first saw the
+    ///   model served (kept while it stays served), and `context_window` the card's top-level
+    ///   `context_length` (first served instance wins); an alias has its model's.
+    /// * `aliases`: the snapshot's alias → primary map.
     /// * `endpoints`: `dyn://ns.component.endpoint` of every live endpoint record, sorted,
     ///   without duplicates.
     /// * `instances`: every live endpoint record as stored, sorted by key.
@@ -283,19 +329,26 @@ impl Catalog {
             models.entry(s.model.as_str()).or_insert_with(|| s.card.context_window());
         }
         self.first_seen.retain(|name, _| models.contains_key(name.as_str()));
-        let models = models
+        let mut models: Vec<ModelEntry> = models
             .into_iter()
             .map(|(name, context_window)| {
                 let created = *self.first_seen.entry(name.to_string()).or_insert(now_secs);
                 ModelEntry { name: name.to_string(), created, context_window }
             })
             .collect();
+        for (alias, primary) in &snap.aliases {
+            if let Some(m) = models.iter().find(|m| m.name == *primary) {
+                models.push(ModelEntry { name: alias.clone(), ..m.clone() });
+            }
+        }
+        models.sort_by(|a, b| a.name.cmp(&b.name));
         let endpoints: BTreeSet<String> = snap.instances.iter().map(|e| e.record.id().dyn_url()).collect();
         Registry {
             models,
             endpoints: endpoints.into_iter().collect(),
             instances: snap.instances.iter().map(|e| e.raw.clone()).collect(),
-            serving: Default::default(),
+            aliases: snap.aliases.clone(),
+            ..Registry::default()
         }
     }
 }

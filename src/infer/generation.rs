@@ -38,6 +38,8 @@ pub struct Generation {
     request_id: String,
     /// Unix seconds when the generation started.
     created: u64,
+    /// The model's primary name (what answers call it, whichever alias the request used).
+    model: String,
     /// Events to hand out before reading the workers again (annotations, `Done`).
     queue: VecDeque<Event>,
     source: Source,
@@ -85,6 +87,11 @@ impl Generation {
     /// The worker request id of the first choice.
     pub fn request_id(&self) -> &str {
         &self.request_id
+    }
+
+    /// The model's primary name (1.6.1 answers a request made by alias with it).
+    pub fn model(&self) -> &str {
+        &self.model
     }
 
     /// Unix seconds when the generation started.
@@ -239,6 +246,7 @@ pub(super) async fn start(ctx: &Rc<ShardCtx>, resolved: Resolved, mut req: Infer
             let prompts = (choices.len() / n as usize).max(1);
             let mut g = Generation::new(choices, annotations, track, n, prompts, counts_tokens);
             (g.received, g.received_ms, g.sent) = (received, received_ms, sent);
+            g.model = resolved.model;
             Ok(g)
         }
         Err(e) => {
@@ -289,6 +297,7 @@ impl Generation {
         Generation {
             request_id,
             created: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+            model: String::new(),
             queue: annotations,
             source,
             track,

@@ -13,6 +13,7 @@ use crate::registry::{Registry, Serving, TensorModel, TokensModel};
 /// What serves a resolved model.
 #[derive(Clone, Debug)]
 pub struct Resolved {
+    /// The model's primary name, whichever alias the request used (1.6.1 answers with it).
     pub model: String,
     pub serving: Arc<Serving>,
 }
@@ -46,5 +47,5 @@ pub fn resolve(registry: &Registry, model: &str) -> Result<Resolved, Error> {
             format!("Model `{model}` is not ready to serve requests yet"),
         ));
     }
-    Ok(Resolved { model: model.to_string(), serving: serving.clone() })
+    Ok(Resolved { model: serving.name.clone(), serving: serving.clone() })
 }

@@ -19,7 +19,10 @@
 //!   response or as an error event in a stream already started, by [`Failure`];
 //! * `disconnected_clients`: how many clients went away before the end of their streamed
 //!   answer, **since start** (Dynamo types it a gauge; it only ever grows here);
-//! * `model_*`: one sample per model of the scraping shard's Registry snapshot ([`ServedModel`]);
+//! * `model_*`: one sample per model of the scraping shard's Registry snapshot ([`ServedModel`]),
+//!   under its primary name (not again for each alias);
+//! * `switchyard_discovery_records_skipped{bucket}`: records the Registry snapshot's discovery
+//!   skipped, by bucket ([`Discovery`]);
 //! * `tokenizer_latency_ms{operation}`: `tokenize`, the prompt's encode, once per request that
 //!   encodes text; `detokenize`, the sum of a request's incremental decode time, once per
 //!   request that produced output (as Dynamo: one observation per request, not per token).
@@ -228,6 +231,14 @@ pub struct ServedModel<'a> {
     pub limits: CardLimits,
 }
 
+/// What the scraping shard's Registry snapshot says about discovery.
+#[derive(Clone, Copy, Debug)]
+pub struct Discovery<'a> {
+    /// Records skipped in the current snapshot, by bucket (every bucket, 0 for none): files
+    /// that are not records, cards whose model cannot be served, unreachable instances.
+    pub skipped: &'a [(&'a str, u64)],
+}
+
 /// The `model_*` gauges: name, HELP, and the value of a model.
 type ModelGauge = (&'static str, &'static str, fn(&ServedModel<'_>) -> u64);
 
@@ -360,7 +371,14 @@ fn render_active(out: &mut String, kv: &kv::KvStats) {
 
 /// Prometheus text exposition (format 0.0.4) of a merged snapshot; `served` lists the models
 /// of the scraping shard's Registry snapshot.
-pub fn render(prefix: &str, s: &Snapshot, served: &[ServedModel<'_>], uptime_secs: f64, shards_total: usize) -> String {
+pub fn render(
+    prefix: &str,
+    s: &Snapshot,
+    served: &[ServedModel<'_>],
+    discovery: &Discovery<'_>,
+    uptime_secs: f64,
+    shards_total: usize,
+) -> String {
     let mut blocks = Blocks::new();
     render_frontend(&mut blocks, prefix, s, served);
     families::render(&mut blocks, prefix, &s.models);
@@ -371,6 +389,16 @@ pub fn render(prefix: &str, s: &Snapshot, served: &[ServedModel<'_>], uptime_sec
 
     header(&mut out, "dynamo_component_uptime_seconds", "gauge", "Total uptime of the DistributedRuntime in seconds");
     let _ = writeln!(out, "dynamo_component_uptime_seconds {uptime_secs}");
+
+    header(
+        &mut out,
+        "switchyard_discovery_records_skipped",
+        "gauge",
+        "Discovery records skipped in the current snapshot (not a record, model not servable, instance unreachable), by bucket",
+    );
+    for (bucket, n) in discovery.skipped {
+        let _ = writeln!(out, "switchyard_discovery_records_skipped{{bucket=\"{}\"}} {n}", escape(bucket));
+    }
 
     header(&mut out, "switchyard_http_responses_total", "counter", "HTTP responses by status code");
     for (status, n) in &s.http_responses {
@@ -391,6 +419,8 @@ pub fn render(prefix: &str, s: &Snapshot, served: &[ServedModel<'_>], uptime_sec
 mod tests {
     use super::*;
 
+    const NO_DISCOVERY: Discovery<'static> = Discovery { skipped: &[] };
+
     #[test]
     fn merge_adds_per_status() {
         let a = ShardMetrics::default();
@@ -408,7 +438,7 @@ mod tests {
         assert_eq!(s.http_responses[&200], 3);
         assert_eq!(s.http_responses[&404], 1);
         assert_eq!((s.connections_accepted, s.connections_open), (2, 1));
-        let text = render("dynamo_frontend", &s, &[], 1.5, 2);
+        let text = render("dynamo_frontend", &s, &[], &NO_DISCOVERY, 1.5, 2);
         assert!(text.contains("switchyard_http_responses_total{code=\"200\"} 3\n"));
         assert!(text.contains("# TYPE dynamo_frontend_disconnected_clients gauge\n"));
     }
@@ -486,7 +516,7 @@ mod tests {
             total_kv_blocks: 16384,
         };
         let served = [ServedModel { name: "/work/observe/qwen3", ready: true, migration_limit: 0, limits }];
-        render("dynamo_frontend", &m.snapshot(), &served, 1.0, 1)
+        render("dynamo_frontend", &m.snapshot(), &served, &NO_DISCOVERY, 1.0, 1)
     }
 
     #[test]
@@ -548,9 +578,21 @@ mod tests {
     }
 
     #[test]
+    fn skipped_records_by_bucket() {
+        let m = ShardMetrics::default();
+        let skipped = [("v1/instances", 0), ("v1/mdc", 2)];
+        let text = render("p", &m.snapshot(), &[], &Discovery { skipped: &skipped }, 0.0, 1);
+        assert!(text.contains("# TYPE switchyard_discovery_records_skipped gauge\n"), "{text}");
+        assert!(text.contains("switchyard_discovery_records_skipped{bucket=\"v1/instances\"} 0\n"), "{text}");
+        assert!(text.contains("switchyard_discovery_records_skipped{bucket=\"v1/mdc\"} 2\n"), "{text}");
+        let uptime = text.find("dynamo_component_uptime_seconds 0").unwrap();
+        assert!(uptime < text.find("switchyard_discovery_records_skipped{").unwrap(), "after the uptime");
+    }
+
+    #[test]
     fn failures_and_tokenizer_appear_once_used() {
         let m = ShardMetrics::default();
-        let text = render("p", &m.snapshot(), &[], 0.0, 1);
+        let text = render("p", &m.snapshot(), &[], &NO_DISCOVERY, 0.0, 1);
         assert!(text.contains("p_disconnected_clients 0\n"));
         assert!(!text.contains("p_failures_total") && !text.contains("p_tokenizer_latency_ms"), "{text}");
         assert!(!text.contains("p_model_ready"), "{text}");
@@ -561,7 +603,7 @@ mod tests {
         other.tokenizer_latency(TokenizerOp::Detokenize, 600.0);
         let mut s = m.snapshot();
         s.merge(&other.snapshot());
-        let text = render("p", &s, &[], 0.0, 2);
+        let text = render("p", &s, &[], &NO_DISCOVERY, 0.0, 2);
         assert!(text.contains("p_failures_total{class=\"Overloaded\",reason=\"service.overloaded\"} 2\n"), "{text}");
         assert!(text.contains("p_disconnected_clients 1\n"));
         assert!(text.contains("p_tokenizer_latency_ms_bucket{operation=\"detokenize\",le=\"512\"} 0\n"), "{text}");

@@ -36,7 +36,7 @@ pub enum Api {
 #[derive(Clone, Debug)]
 pub struct Shape {
     pub api: Api,
-    /// The model name the client asked for (the answer's `model`).
+    /// The answer's `model`: the model's primary name, whichever alias the client used.
     pub model: String,
     /// What the answer carries besides its events (usage chunk, `nvext`).
     pub extras: super::to_infer::Extras,

@@ -59,9 +59,9 @@ pub async fn serve(
         rejected(ctx, api, body, &e);
         return Err(e);
     }
-    let shape = Shape { api, model: req.model.clone(), extras };
     let stream = req.stream;
     let gen = crate::infer::run(ctx, req).await?;
+    let shape = Shape { api, model: gen.model().to_owned(), extras };
     if stream {
         let (tx, rx) = local::channel::<Bytes>();
         monoio::spawn(answer::stream(shape, gen, tx));

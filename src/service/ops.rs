@@ -100,13 +100,17 @@ pub async fn metrics(ctx: &ShardCtx) -> Response {
     let uptime = shared.started.elapsed().as_secs_f64();
     let registry = ctx.registry();
     let migration_limit = u64::from(shared.config.migration_limit);
+    // One sample per model, under its primary name (aliases share its serving data).
     let served: Vec<_> = registry
         .serving
         .iter()
+        .filter(|(name, s)| **name == s.name)
         .map(|(name, s)| metrics::ServedModel { name, ready: !s.workers.is_empty(), migration_limit, limits: s.limits })
         .collect();
+    let skipped: Vec<(&str, u64)> = registry.skipped.iter().map(|(b, n)| (*b, *n)).collect();
+    let discovery = metrics::Discovery { skipped: &skipped };
     let prefix = &shared.config.metrics_prefix;
-    let text = metrics::render(prefix, &merged, &served, uptime, shared.inboxes.len());
+    let text = metrics::render(prefix, &merged, &served, &discovery, uptime, shared.inboxes.len());
     Response::text(200, "text/plain; version=0.0.4; charset=utf-8", text)
 }
 

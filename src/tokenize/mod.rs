@@ -19,6 +19,6 @@ pub mod stop;
 pub mod template;
 pub mod tokenizer;
 
-pub use model::ModelFiles;
+pub use model::{ModelFiles, TemplateFile, TemplateFormat};
 pub use template::{ChatTemplate, RenderArgs};
 pub use tokenizer::Tokenizer;

@@ -6,9 +6,11 @@
 //! scratch pool sits behind locks) is built from it with [`ModelFiles::tokenizer`].
 //!
 //! Where things come from, as Hugging Face transformers reads them:
-//! * chat template: `chat_template.jinja`, else `chat_template.json` (`{"chat_template": …}`),
-//!   else `tokenizer_config.json`'s `chat_template` — a string, or a list of
-//!   `{"name","template"}` of which `default` is used (and `tool_use` when tools are given);
+//! * chat template: a [`TemplateFile`] given apart from the directory (a model card's
+//!   `chat_template_file`, possibly a custom template anywhere), else `chat_template.jinja`,
+//!   else `chat_template.json` (`{"chat_template": …}`), else `tokenizer_config.json`'s
+//!   `chat_template` — a string, or a list of `{"name","template"}` of which `default` is
+//!   used (and `tool_use` when tools are given);
 //! * special tokens: `bos_token`, `eos_token`, `unk_token`, `pad_token` of
 //!   `tokenizer_config.json`, each a string or an `AddedToken` object with `content`;
 //! * context length: `max_position_embeddings`, `n_positions`, `max_seq_len`, `seq_length`,
@@ -43,6 +45,25 @@ impl std::error::Error for LoadError {}
 
 fn err(path: &Path, message: impl Into<String>) -> LoadError {
     LoadError { path: path.to_path_buf(), message: message.into() }
+}
+
+/// A chat template file's format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TemplateFormat {
+    /// The template text itself (`chat_template.jinja`, or a custom template).
+    Jinja,
+    /// JSON holding `{"chat_template": …}` (`chat_template.json`): a string or a list of
+    /// named templates.
+    Json,
+}
+
+/// A chat template file named apart from the model directory. It replaces every template
+/// the directory would give (its `chat_template.*` files and the tokenizer config's), as
+/// Dynamo does with a card's `chat_template_file`. Its name does not matter.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct TemplateFile {
+    pub path: PathBuf,
+    pub format: TemplateFormat,
 }
 
 /// Everything read from a model directory, parsed once.
@@ -123,6 +144,11 @@ impl ModelFiles {
     /// Read and check a model directory. Any missing or malformed file that serving needs is
     /// an error naming that file; the model is then not served.
     pub fn load(dir: impl AsRef<Path>) -> Result<ModelFiles, LoadError> {
+        ModelFiles::load_with(dir, None)
+    }
+
+    /// [`ModelFiles::load`], with the chat template taken from `template` when given.
+    pub fn load_with(dir: impl AsRef<Path>, template: Option<&TemplateFile>) -> Result<ModelFiles, LoadError> {
         let dir = dir.as_ref().to_path_buf();
         if !dir.is_dir() {
             return Err(err(&dir, "not a directory"));
@@ -146,7 +172,10 @@ impl ModelFiles {
             }
         }
 
-        let templates = Self::load_templates(&dir, &tok_config)?;
+        let templates = match template {
+            Some(t) => Self::load_template_file(t)?,
+            None => Self::load_templates(&dir, &tok_config)?,
+        };
         let mut eos_token_ids = ids_of(gen_config.as_ref().and_then(|g| g.get("eos_token_id")));
         if eos_token_ids.is_empty() {
             eos_token_ids = ids_of(config.as_ref().and_then(|c| c.get("eos_token_id")));
@@ -181,10 +210,36 @@ impl ModelFiles {
         } else if let Some(t) = tok_config.get("chat_template") {
             Self::collect_templates(&dir.join("tokenizer_config.json"), t, &mut sources)?;
         }
+        Self::compile_templates(dir, sources)
+    }
+
+    /// The templates of a file named apart from the directory. A JSON file must hold a
+    /// `chat_template` (Dynamo refuses one without).
+    fn load_template_file(t: &TemplateFile) -> Result<BTreeMap<String, Arc<ChatTemplate>>, LoadError> {
+        let path = &t.path;
+        let mut sources: BTreeMap<String, String> = BTreeMap::new();
+        match t.format {
+            TemplateFormat::Jinja => {
+                let text = std::fs::read_to_string(path).map_err(|e| err(path, e.to_string()))?;
+                sources.insert("default".into(), text);
+            }
+            TemplateFormat::Json => {
+                let v = read_json(path)?.ok_or_else(|| err(path, "not found"))?;
+                let t = v.get("chat_template").ok_or_else(|| err(path, "no `chat_template` field"))?;
+                Self::collect_templates(path, t, &mut sources)?;
+            }
+        }
+        Self::compile_templates(path, sources)
+    }
+
+    fn compile_templates(
+        at: &Path,
+        sources: BTreeMap<String, String>,
+    ) -> Result<BTreeMap<String, Arc<ChatTemplate>>, LoadError> {
         let mut templates = BTreeMap::new();
         for (name, source) in sources {
             let compiled = ChatTemplate::compile(&source)
-                .map_err(|e| err(dir, format!("chat template `{name}` does not compile: {e}")))?;
+                .map_err(|e| err(at, format!("chat template `{name}` does not compile: {e}")))?;
             templates.insert(name, Arc::new(compiled));
         }
         Ok(templates)

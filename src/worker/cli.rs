@@ -3,15 +3,19 @@
 //! serve it.
 //!
 //! ```text
-//! switchyard mock-worker --model-path DIR [--model-name NAME] [--discovery-backend file|etcd]
-//!     [--file-kv DIR] [--ttft-ms 10] [--itl-ms 1] [--output-tokens 16] [--fast] [--codec msgpack|json]
+//! switchyard mock-worker --model-path DIR [--model-name NAME] [--alias NAME]...
+//!     [--chat-template FILE] [--discovery-backend file|etcd] [--file-kv DIR] [--ttft-ms 10]
+//!     [--itl-ms 1] [--output-tokens 16] [--fast] [--codec msgpack|json]
 //! switchyard mock-worker --tensor [--model-name echo] [--discovery-backend file|etcd] [--file-kv DIR]
 //! ```
+//! `--alias` adds a name to the card's `aliases` (as `--served-model-name a b` does for vLLM);
+//! `--chat-template` names a custom template file (`is_custom: true` in the card).
 //! `--tensor` serves the echo tensor model of [`super::tensor`] (no model files needed).
 //! The backend defaults to `$DYN_DISCOVERY_BACKEND`, else `file`. The file store defaults to
-//! `$DYN_FILE_KV`; etcd is reached at `$ETCD_ENDPOINTS` (else `http://localhost:2379`). The
-//! listen host defaults to `$DYN_TCP_RPC_HOST` (else 127.0.0.1). The worker stays up until
-//! SIGTERM/SIGINT, then removes its records.
+//! `$DYN_FILE_KV`, else `dynamo_store_kv` in the temp directory (`$TMPDIR`, else `/tmp`), as
+//! for Dynamo's workers and frontend; etcd is reached at `$ETCD_ENDPOINTS` (else
+//! `http://localhost:2379`). The listen host defaults to `$DYN_TCP_RPC_HOST` (else
+//! 127.0.0.1). The worker stays up until SIGTERM/SIGINT, then removes its records.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -20,8 +24,8 @@ use super::{MockConfig, MockWorker};
 use crate::discovery::etcd::{EtcdClient, DEFAULT_ENDPOINTS};
 use crate::plane::payload::Codec;
 
-const USAGE: &str = "usage: switchyard mock-worker --model-path DIR [--model-name NAME] \
-[--discovery-backend file|etcd] [--file-kv DIR] [--ttft-ms N] [--itl-ms N] [--output-tokens N] [--fast] [--codec msgpack|json] [--vocab-size N]
+const USAGE: &str = "usage: switchyard mock-worker --model-path DIR [--model-name NAME] [--alias NAME]... \
+[--chat-template FILE] [--discovery-backend file|etcd] [--file-kv DIR] [--ttft-ms N] [--itl-ms N] [--output-tokens N] [--fast] [--codec msgpack|json] [--vocab-size N]
        switchyard mock-worker --tensor [--model-name NAME] [--discovery-backend file|etcd] [--file-kv DIR] [--codec msgpack|json]";
 
 /// Where the worker registers.
@@ -64,6 +68,10 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Mo
         match a.as_str() {
             "--model-path" => cfg.model_dir = Some(PathBuf::from(it.next().ok_or("--model-path needs a value")?)),
             "--model-name" => model_name = Some(it.next().ok_or("--model-name needs a value")?.clone()),
+            "--alias" => cfg.aliases.push(it.next().ok_or("--alias needs a value")?.clone()),
+            "--chat-template" => {
+                cfg.chat_template = Some(PathBuf::from(it.next().ok_or("--chat-template needs a value")?))
+            }
             "--discovery-backend" => backend = Some(it.next().ok_or("--discovery-backend needs a value")?.clone()),
             "--file-kv" => file_kv = Some(PathBuf::from(it.next().ok_or("--file-kv needs a value")?)),
             "--ttft-ms" => cfg.ttft = Duration::from_millis(number("--ttft-ms", it.next())?),
@@ -98,9 +106,9 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Mo
         cfg.listen = std::net::SocketAddr::new(ip, 0);
     }
     let backend = match backend.as_deref().unwrap_or("file") {
-        "file" => {
-            MockBackend::File(file_kv.ok_or("set DYN_FILE_KV or pass --file-kv (the discovery store directory)")?)
-        }
+        "file" => MockBackend::File(
+            file_kv.unwrap_or_else(|| crate::discovery::file::default_root(env("TMPDIR").map(PathBuf::from))),
+        ),
         "etcd" => {
             let endpoints = env("ETCD_ENDPOINTS").unwrap_or_else(|| DEFAULT_ENDPOINTS.to_string());
             EtcdClient::new(&endpoints).map_err(|e| format!("ETCD_ENDPOINTS: {e}"))?;
@@ -153,6 +161,16 @@ mod tests {
         };
         let file = parse(&model, &with(&[("DYN_FILE_KV", "/tmp/kv")])).unwrap();
         assert_eq!(file.backend, MockBackend::File("/tmp/kv".into()));
+        // Without DYN_FILE_KV: Dynamo's default, in the temp directory.
+        let file = parse(&model, &with(&[("TMPDIR", "/scratch")])).unwrap();
+        assert_eq!(file.backend, MockBackend::File("/scratch/dynamo_store_kv".into()));
+        let file = parse(&model, &with(&[])).unwrap();
+        assert_eq!(file.backend, MockBackend::File("/tmp/dynamo_store_kv".into()));
+        let mut named = model.clone();
+        named.extend(["--alias", "b", "--alias", "c", "--chat-template", "/t/x.jinja"].map(String::from));
+        let named = parse(&named, &with(&[])).unwrap();
+        assert_eq!(named.config.aliases, ["b", "c"]);
+        assert_eq!(named.config.chat_template, Some(PathBuf::from("/t/x.jinja")));
         let etcd = parse(&model, &with(&[("DYN_DISCOVERY_BACKEND", "etcd")])).unwrap();
         assert_eq!(etcd.backend, MockBackend::Etcd(DEFAULT_ENDPOINTS.into()));
         let mut args = model.clone();

@@ -68,7 +68,9 @@
 //! instance (`v1/instances`) the Dynamo way (`.tmp_<hex>` created exclusively, hard-linked
 //! to the percent-encoded key, temporary unlinked), touches both every
 //! [`MockConfig::keepalive`], and [`MockWorker::stop`] deletes them. Card file slots point
-//! at the files of [`MockConfig::model_dir`] in place (the mocker's "shared-storage MDC").
+//! at the files of [`MockConfig::model_dir`] in place (the mocker's "shared-storage MDC"),
+//! with `chat_template_file` for its `chat_template.jinja` / `.json` or for
+//! [`MockConfig::chat_template`], and [`MockConfig::aliases`] as the card's `aliases`.
 //!
 //! Each slot carries the real blake3 checksum of its file (`blake3:<hex>`, as Dynamo writes
 //! and verifies it). The files are referenced by local path (shared storage); serving them
@@ -142,6 +144,12 @@ pub struct MockConfig {
     pub endpoint: String,
     /// Card `display_name` (the served model id).
     pub model_name: String,
+    /// Card `aliases`: other names the model answers to (written only when not empty).
+    pub aliases: Vec<String>,
+    /// A custom chat template file for the card's `chat_template_file` (`is_custom: true`),
+    /// as a worker's `--chat-template` gives; `None`: the model directory's
+    /// `chat_template.jinja` or `chat_template.json`, when there is one.
+    pub chat_template: Option<PathBuf>,
     pub model_input: MockInput,
     /// The card's `tensor_model_config` in tensor mode; `None`: [`tensor::echo_config`].
     pub tensor_config: Option<serde_json::Value>,
@@ -173,6 +181,8 @@ impl Default for MockConfig {
             component: "backend".into(),
             endpoint: "generate".into(),
             model_name: "mock-model".into(),
+            aliases: Vec::new(),
+            chat_template: None,
             model_input: MockInput::Tokens,
             tensor_config: None,
             codec: Codec::Msgpack,

@@ -10,7 +10,9 @@ use std::thread::JoinHandle;
 use serde_json::{json, Map, Value};
 
 use super::MockWorker;
-use crate::discovery::records::{encode_key, instance_key, BUCKET_INSTANCES, BUCKET_MDC};
+use crate::discovery::records::{
+    encode_key, instance_key, BUCKET_INSTANCES, BUCKET_MDC, KIND_CHAT_TEMPLATE, KIND_CHAT_TEMPLATE_JSON,
+};
 
 /// The placeholder checksum earlier versions wrote into card file slots. No longer written:
 /// slots now carry the real `blake3:<hex>` of each file
@@ -163,20 +165,15 @@ impl MockWorker {
         card.insert("source_path".into(), json!(source_path));
         if let Some(dir) = &cfg.model_dir {
             for (file, slot, kind) in CARD_FILES {
-                let path = dir.join(file);
-                let meta = match fs::metadata(&path) {
-                    Ok(m) if m.is_file() => m,
-                    Ok(_) => continue,
-                    Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-                    Err(e) => return Err(e),
-                };
-                let checksum = crate::discovery::checksum::file_checksum_path(&path)?;
-                let file_ref = json!({
-                    "path": path.to_string_lossy(),
-                    "checksum": checksum,
-                    "size": meta.len(),
-                });
-                card.insert(slot.into(), json!({ kind: file_ref }));
+                if slot == "gen_config" {
+                    // The chat template file comes between the tokenizer config and this.
+                    if let Some(t) = self.chat_template_slot(dir)? {
+                        card.insert("chat_template_file".into(), t);
+                    }
+                }
+                if let Some(file_ref) = file_ref(&dir.join(file))? {
+                    card.insert(slot.into(), json!({ kind: file_ref }));
+                }
             }
         }
         let rest = json!({
@@ -188,6 +185,7 @@ impl MockWorker {
             "model_input": cfg.model_input.as_str(),
             "worker_type": "aggregated",
             "needs": [],
+            "aliases": cfg.aliases,
             "runtime_config": {
                 "context_length": 0, "total_kv_blocks": 16384, "max_num_seqs": 256,
                 "max_num_batched_tokens": 8192, "tool_call_parser": null, "reasoning_parser": null,
@@ -203,6 +201,9 @@ impl MockWorker {
         if let Value::Object(rest) = rest {
             card.extend(rest);
         }
+        if cfg.aliases.is_empty() {
+            card.shift_remove("aliases");
+        }
         if cfg.model_input == super::MockInput::Tensor {
             card.insert("model_type".into(), json!("TensorBased"));
             let config = cfg.tensor_config.clone().unwrap_or_else(|| super::tensor::echo_config(&cfg.model_name));
@@ -210,6 +211,40 @@ impl MockWorker {
         }
         Ok(Value::Object(card))
     }
+
+    /// The card's `chat_template_file`, as Dynamo 1.6.1 writes it: the custom template when
+    /// one is configured (`is_custom: true`), else the directory's `chat_template.jinja`,
+    /// else its `chat_template.json`; `None` when there is none.
+    fn chat_template_slot(&self, dir: &Path) -> io::Result<Option<Value>> {
+        let found = match &self.shared.cfg.chat_template {
+            Some(custom) => {
+                let missing = || io::Error::new(io::ErrorKind::NotFound, format!("chat template {}", custom.display()));
+                let f = file_ref(custom)?.ok_or_else(missing)?;
+                Some((KIND_CHAT_TEMPLATE, true, f))
+            }
+            None => match file_ref(&dir.join("chat_template.jinja"))? {
+                Some(f) => Some((KIND_CHAT_TEMPLATE, false, f)),
+                None => file_ref(&dir.join("chat_template.json"))?.map(|f| (KIND_CHAT_TEMPLATE_JSON, false, f)),
+            },
+        };
+        Ok(found.map(|(kind, is_custom, file)| json!({ kind: { "is_custom": is_custom, "file": file } })))
+    }
+}
+
+/// `{"path", "checksum", "size"}` of a card file; `None` when there is no such file.
+fn file_ref(path: &Path) -> io::Result<Option<Value>> {
+    let meta = match fs::metadata(path) {
+        Ok(m) if m.is_file() => m,
+        Ok(_) => return Ok(None),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let checksum = crate::discovery::checksum::file_checksum_path(path)?;
+    Ok(Some(json!({
+        "path": path.to_string_lossy(),
+        "checksum": checksum,
+        "size": meta.len(),
+    })))
 }
 
 fn to_bytes(v: &Value) -> io::Result<Vec<u8>> {

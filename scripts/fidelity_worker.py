@@ -14,9 +14,11 @@ Every request gets the same short answer, " Hello world":
     `text_completion` (a request with `prompt`) chunks, the last one with finish_reason
     "stop" and usage (prompt_tokens 0: the worker does not tokenize text prompts).
 
-Usage (DYN_FILE_KV set, file discovery, TCP request plane, in a loopback-only namespace):
+Usage (file discovery: DYN_FILE_KV, or the default store under $TMPDIR; TCP request plane;
+in a loopback-only namespace):
   fidelity_worker.py --model-path DIR --model-name NAME [--model-input tokens|text]
-                     [--custom-template PATH] --record FILE
+                     [--custom-template PATH] [--alias NAME]... [--endpoint NS.COMPONENT.ENDPOINT]
+                     --record FILE
 """
 
 import argparse
@@ -40,6 +42,8 @@ def parse_args():
     p.add_argument("--model-input", choices=["tokens", "text"], default="tokens")
     p.add_argument("--custom-template", default=None)
     p.add_argument("--record", required=True)
+    p.add_argument("--alias", action="append", default=[], help="another name of the model (repeatable)")
+    p.add_argument("--endpoint", default="dynamo.backend.generate", help="namespace.component.endpoint")
     return p.parse_args()
 
 
@@ -116,7 +120,7 @@ async def main():
             yield item
 
     runtime = DistributedRuntime(asyncio.get_running_loop(), "file", "tcp")
-    endpoint = runtime.endpoint("dynamo.backend.generate")
+    endpoint = runtime.endpoint(args.endpoint)
     model_input = ModelInput.Text if args.model_input == "text" else ModelInput.Tokens
     await register_model(
         model_input,
@@ -126,6 +130,7 @@ async def main():
         args.model_name,
         worker_type=WorkerType.Aggregated,
         custom_template_path=args.custom_template,
+        model_aliases=args.alias or None,
     )
     await endpoint.serve_endpoint(generate)
 

@@ -187,6 +187,43 @@ fn unary_infer_echoes_typed_and_raw() {
     });
 }
 
+/// A worker's error class decides the gRPC status as it decides the HTTP status of an OpenAI
+/// answer (the same error kind all the way), and the worker's message is kept.
+#[test]
+fn worker_error_classes_keep_their_kind_to_the_grpc_status() {
+    let s = setup("classes", "echo", None);
+    h2c::runtime().block_on(async {
+        let mut c = h2c::connect(s.addr()).await;
+        let cases = [
+            ("InvalidRequest", 3),
+            ("Unauthenticated", 16),
+            ("PermissionDenied", 7),
+            ("NotFound", 5),
+            ("Conflict", 10),
+            ("RateLimited", 8),
+            ("CapacityExhausted", 14),
+            ("Unavailable", 14),
+            ("BackendProtocol", 14),
+            ("DeadlineExceeded", 4),
+            ("NotImplemented", 12),
+            ("Cancelled", 1),
+            ("SomethingNew", 13),
+        ];
+        for (class, code) in cases {
+            let req = with_param(
+                request(class, vec![ints("INPUT0", vec![1])]),
+                "fail",
+                ParameterChoice::StringParam(class.into()),
+            );
+            let r = h2c::unary(&mut c, "ModelInfer", &req).await;
+            let want = format!("{class}: echo: asked to fail as {class}");
+            assert_eq!((r.grpc_status(), r.grpc_message()), (Some(code), want), "class {class}");
+        }
+        let ok = h2c::unary(&mut c, "ModelInfer", &request("ok", vec![ints("INPUT0", vec![1])])).await;
+        assert_eq!(ok.grpc_status(), Some(0), "{}", ok.grpc_message());
+    });
+}
+
 #[test]
 fn bad_requests_and_worker_failures_get_statuses() {
     let s = setup("bad", "echo", None);

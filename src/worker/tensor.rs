@@ -10,7 +10,8 @@
 //!   `OUTPUT`; the response carries the request's `id`, `model` and `parameters`;
 //! * request parameter `repeat` (int64 n): n identical responses instead of one;
 //! * request parameter `fail`: an error item (class `InvalidRequest`, as a Python handler
-//!   raising `ValueError` produces), then the normal end of the stream;
+//!   raising `ValueError` produces; a string value names another class, e.g. `Unavailable`),
+//!   then the normal end of the stream;
 //! * request parameter `delay_ms` (int64): that long before every response (checks of
 //!   cancellation: a stream closed by the frontend is noticed at the next write).
 //!
@@ -47,10 +48,10 @@ pub fn echo_config(name: &str) -> Value {
     })
 }
 
-/// What a request gets: its responses, or the error message of an error item; and the delay
-/// before each item.
+/// What a request gets: its responses, or the class and message of an error item; and the
+/// delay before each item.
 pub(crate) struct Answer {
-    pub(crate) items: Result<Vec<TensorResponse>, String>,
+    pub(crate) items: Result<Vec<TensorResponse>, (String, String)>,
     pub(crate) delay: Duration,
 }
 
@@ -62,8 +63,14 @@ pub(crate) fn answer(req: TensorRequest) -> Answer {
         _ => None,
     };
     let delay = Duration::from_millis(int("delay_ms").unwrap_or(0).clamp(0, 60_000) as u64);
-    if req.parameters.contains_key("fail") {
-        return Answer { items: Err("ValueError: echo: asked to fail".into()), delay };
+    match req.parameters.get("fail") {
+        Some(ParamValue::String(class)) => {
+            return Answer { items: Err((class.clone(), format!("echo: asked to fail as {class}"))), delay };
+        }
+        Some(_) => {
+            return Answer { items: Err(("InvalidRequest".into(), "ValueError: echo: asked to fail".into())), delay };
+        }
+        None => {}
     }
     let repeat = int("repeat").unwrap_or(1).clamp(0, 1000) as usize;
     let tensors = req
@@ -112,14 +119,14 @@ fn write(shared: &Shared, info: &TcpStreamInfo, codec: Codec, answer: Answer) ->
     conn.write_all(&out)?;
     let items = match answer.items {
         Ok(items) => items.into_iter().map(Annotated::from_data).collect(),
-        Err(message) => vec![Annotated {
+        Err((class, message)) => vec![Annotated {
             data: None,
             id: None,
             event: Some("error".into()),
             comment: None,
             error: Some(Box::new(DynamoError {
                 error_type: json!({"Backend": "InvalidArgument"}),
-                class: Some("InvalidRequest".into()),
+                class: Some(class),
                 reason: Some("backend.invalid_argument".into()),
                 message: message.clone(),
                 diagnostic: Some(message),
@@ -180,6 +187,6 @@ mod tests {
         let a = answer(request([("repeat".to_string(), ParamValue::Int64(3))].into_iter().collect()));
         assert_eq!(a.items.unwrap().len(), 3);
         let a = answer(request([("fail".to_string(), ParamValue::Bool(true))].into_iter().collect()));
-        assert!(a.items.unwrap_err().contains("asked to fail"));
+        assert!(a.items.unwrap_err().1.contains("asked to fail"));
     }
 }

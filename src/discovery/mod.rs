@@ -18,6 +18,7 @@
 //! Runs on the control thread (blocking I/O); shards only see the Registry it publishes.
 
 pub mod announce;
+pub mod card;
 pub mod cardfiles;
 pub mod checksum;
 pub mod etcd;

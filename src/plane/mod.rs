@@ -10,6 +10,7 @@
 //! | [`frame`] | request frame (u16 path, u16 JSON headers, u32 payload), two-part message (u64 header_len, u64 body_len, u64 checksum), u32 ack frame |
 //! | [`payload`] | serde types: `RequestControlMessage`, `PreprocessedRequest`, `LLMEngineOutput`, `Annotated`, the `{data, complete_final}` envelope, handshake / prologue / `kill` `stop` `sentinel`; msgpack / JSON [`Codec`] |
 //! | [`itemdec`] | a hand-written msgpack decoder of the Tokens item envelope (the per-token frame), falling back to serde for anything it does not fully understand |
+//! | [`preprocessed`] | `PreprocessedRequest` and its parts (stop conditions, sampling, guided decoding, output options, routing hints), re-exported by [`payload`] |
 //! | [`reqenc`] | the msgpack `PreprocessedRequest` body written by hand around its token-id arrays (byte-identical to the derived encoding) |
 //! | [`stream`] | the response-stream sequence: handshake, prologue, data..., `complete_final`, sentinel; `kill` / `stop` going the other way |
 //! | [`tensor`] | serde types of tensor models: `NvCreateTensorRequest` / `NvCreateTensorResponse` and the card's `tensor_model_config` |
@@ -25,6 +26,7 @@ pub mod frame;
 pub mod itemdec;
 pub mod kv_events;
 pub mod payload;
+pub mod preprocessed;
 pub mod reqenc;
 pub mod stream;
 pub mod tensor;

@@ -14,6 +14,9 @@
 # Needs root (loopback-only network namespace). Writes a markdown table to stdout.
 #
 # Usage: bash perf/w1_w2.sh     (RATE1=40 RATE2=8 DURATION=20 ROUNDS=2 CG_REQUESTS=200)
+#        BASE_BIN=<another switchyard build> adds it to every round and to the callgrind
+#        counts ("switchyard base"), alternating with the others: before/after in one run.
+#        SKIP_DYNAMO=1 leaves dynamo.frontend out.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "${1:-}" != "--inside" ]; then
@@ -62,22 +65,29 @@ PYEOF
 }
 
 SY_EXTRA=()
+SY_BIN=$BIN
 start_switchyard() { # port [prefix...]
   local port=$1; shift
-  "$@" "$BIN" --discovery-backend file --http-host 127.0.0.1 --http-port "$port" --shards 1 --no-pin-shards \
+  "$@" "$SY_BIN" --discovery-backend file --http-host 127.0.0.1 --http-port "$port" --shards 1 --no-pin-shards \
     "${SY_EXTRA[@]}" 2>>"$WORK/sy.log" &
 }
+VARIANTS=("switchyard (1 shard)=$BIN")
+[ -n "${BASE_BIN:-}" ] && VARIANTS+=("switchyard base (1 shard)=$BASE_BIN")
 
 echo "| workload | frontend | req/s | ok/sent | CPU-s per 1k req | TTFT p50 ms | TTFT p99 ms | idle CPU ms/s |"
 echo "|---|---|---:|---:|---:|---:|---:|---:|"
 for _ in $(seq 1 "$ROUNDS"); do
   for w in w1 w2; do
     rate=$RATE1; [ "$w" = w2 ] && rate=$RATE2
-    start_switchyard 18290 taskset -c 0
-    SY=$!
-    qwen3_listed 18290
-    measure "switchyard (1 shard)" 18290 "$SY" "$w" "$rate"
-    kill "$SY"; wait "$SY" 2>/dev/null || true
+    for v in "${VARIANTS[@]}"; do
+      SY_BIN=${v#*=}
+      start_switchyard 18290 taskset -c 0
+      SY=$!
+      qwen3_listed 18290
+      measure "${v%%=*}" 18290 "$SY" "$w" "$rate"
+      kill "$SY"; wait "$SY" 2>/dev/null || true
+    done
+    [ -n "${SKIP_DYNAMO:-}" ] && continue
     taskset -c 0 "$PY" -m dynamo.frontend --discovery-backend file --request-plane tcp \
       --http-host 127.0.0.1 --http-port 18291 >>"$WORK/dyn.log" 2>&1 &
     DY=$!
@@ -88,8 +98,10 @@ for _ in $(seq 1 "$ROUNDS"); do
 done
 
 echo
-echo "| workload | switchyard instructions per request (callgrind, all threads) | requests |"
-echo "|---|---:|---:|"
+echo "| workload | build | switchyard instructions per request (callgrind, all threads) | requests |"
+echo "|---|---|---:|---:|"
+for v in "${VARIANTS[@]}"; do
+SY_BIN=${v#*=}
 for w in w1 w2; do
   rate=$RATE1; [ "$w" = w2 ] && rate=$RATE2
   # Under valgrind everything runs ~50x slower: a lower rate keeps the frontend unsaturated.
@@ -106,14 +118,15 @@ for w in w1 w2; do
   out=$(load 18292 "$w" "$cg_rate" "$(python3 -c "print($CG_REQUESTS / $cg_rate)")")
   callgrind_control -i off "$CG" >/dev/null
   kill "$CG"; wait "$CG" 2>/dev/null || true
-  python3 - "$w" "$out" "$WORK/cg.$w.out" <<'PYEOF'
+  python3 - "$w" "$out" "$WORK/cg.$w.out" "${v%%=*}" <<'PYEOF'
 import json, sys
-w, out, path = sys.argv[1:]
+w, out, path, label = sys.argv[1:]
 r = json.loads(out)
 total = 0
 for line in open(path):
     if line.startswith("summary:") or line.startswith("totals:"):
         total = max(total, int(line.split()[1]))
-print(f"| {w.upper()} | {total / max(r['ok'], 1) / 1e6:.3f} M | {r['ok']}/{r['sent']} |")
+print(f"| {w.upper()} | {label} | {total / max(r['ok'], 1) / 1e6:.3f} M | {r['ok']}/{r['sent']} |")
 PYEOF
+done
 done

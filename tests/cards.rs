@@ -351,6 +351,12 @@ fn aliases_are_listed_and_served() {
         let r = chat(addr, model);
         assert_eq!(r.status, 200, "{model}: {}", String::from_utf8_lossy(&r.body));
         assert_eq!(r.json()["model"], "qwen3-main", "{model}: answered under the primary name, as 1.6.1 does");
+        // The worker counts a stream once it has written its end, which may be just after
+        // the answer reached us.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while s.worker.stats().completed < before + 1 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
         assert_eq!(s.worker.stats().completed, before + 1, "{model} reached the worker");
     }
     assert_eq!(chat(addr, "qwen3-alias-c").status, 404);

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use super::dispatch::{self, Started};
 use super::logprobs::Logprobs;
-use super::{Delta, Event, Finish, Usage};
+use super::{Delta, Event, Finish, Text, Usage};
 use crate::error::{Error, Kind};
 use crate::plane::payload::{DynamoError, FinishReason as WireFinish};
 use crate::plane::stream::StreamEvent;
@@ -100,7 +100,7 @@ impl TokenState {
     }
 
     /// The events of text `text` and, when `finish` is set, of the choice's end.
-    fn emit(&mut self, choice: u32, text: String, finish: Option<Finish>) -> Step {
+    fn emit(&mut self, choice: u32, text: Text, finish: Option<Finish>) -> Step {
         let delta = (!text.is_empty()).then(|| Event::Delta(Delta { choice, text, logprobs: self.take_logprobs() }));
         let Some(reason) = finish else {
             return delta.map_or(Step::Nothing, Step::One);
@@ -117,7 +117,7 @@ impl TokenState {
             None | Some(Ok(StreamEvent::CompleteFinal)) | Some(Ok(StreamEvent::Sentinel)) => {
                 let step = self.post.on_worker_finish(WorkerFinish::Stop).map_err(Error::internal)?;
                 let reason = step.finished.map_or(Finish::Stop, finish);
-                let text = step.text.to_string();
+                let text = Text::from(step.text);
                 Ok(self.emit(choice, text, Some(reason)))
             }
             Some(Ok(StreamEvent::Item(StreamItem::Tokens(annotated)))) => {
@@ -135,9 +135,8 @@ impl TokenState {
                 if let Some((lp, tok)) = &mut self.logprobs {
                     lp.add(&out, tok);
                 }
-                let mut text = String::new();
                 let step = self.post.on_tokens(&out.token_ids).map_err(Error::internal)?;
-                text.push_str(step.text);
+                let mut text = Text::from(step.text);
                 let mut reason = step.finished.map(finish);
                 if reason.is_none() {
                     if let Some(r) = &out.finish_reason {
@@ -288,7 +287,7 @@ impl Choice {
     pub(super) fn new(index: u32, started: Started, mode: Mode, echo: Option<String>) -> Choice {
         let queued = echo
             .filter(|t| !t.is_empty())
-            .map(|text| Event::Delta(Delta { choice: index, text, logprobs: Vec::new() }));
+            .map(|text| Event::Delta(Delta { choice: index, text: Text::from(text.as_str()), logprobs: Vec::new() }));
         Choice { index, started, mode, queued, done: false, frame: None }
     }
 
@@ -298,8 +297,9 @@ impl Choice {
     }
 
     /// The request id the worker was sent.
-    pub(super) fn request_id(&self) -> &str {
-        &self.started.request_id
+    /// The worker request id, taken (the generation keeps it; the choice does not need it).
+    pub(super) fn take_request_id(&mut self) -> String {
+        std::mem::take(&mut self.started.request_id)
     }
 
     /// The instance id of the worker answering.
@@ -310,38 +310,58 @@ impl Choice {
     /// The next event; `None` once the choice is over. After [`Event::Finish`] or
     /// [`Event::Error`] nothing more comes.
     pub(super) async fn next(&mut self) -> Option<Event> {
-        if let Some(e) = self.queued.take() {
-            return Some(e);
-        }
-        if self.done {
-            return None;
+        if let Some(out) = self.try_next() {
+            return out;
         }
         loop {
             let event = self.started.next().await;
-            let step = match &mut self.mode {
-                Mode::Tokens(t) => t.on_event(self.index, event, &mut self.frame),
-                Mode::Chunks => chunk(event),
-                Mode::Tensors => tensor(event),
-            };
-            match step {
-                Ok(Step::Nothing) => continue,
-                Ok(Step::One(e)) => {
-                    self.done = matches!(e, Event::Finish { .. });
-                    return Some(e);
-                }
-                Ok(Step::Two(a, b)) => {
-                    self.queued = Some(b);
-                    self.done = true;
-                    return Some(a);
-                }
-                Ok(Step::End) => {
-                    self.done = true;
-                    return None;
-                }
-                Err(e) => {
-                    self.done = true;
-                    return Some(Event::Error(e));
-                }
+            if let Some(out) = self.step(event) {
+                return out;
+            }
+        }
+    }
+
+    /// [`Self::next`] without waiting: `None` when it would wait for the worker.
+    pub(super) fn try_next(&mut self) -> Option<Option<Event>> {
+        if let Some(e) = self.queued.take() {
+            return Some(Some(e));
+        }
+        if self.done {
+            return Some(None);
+        }
+        while let Some(event) = self.started.try_next() {
+            if let Some(out) = self.step(event) {
+                return Some(out);
+            }
+        }
+        None
+    }
+
+    /// One event of the worker's stream; `None`: it produced nothing to hand out.
+    fn step(&mut self, event: super::dispatch::Event) -> Option<Option<Event>> {
+        let step = match &mut self.mode {
+            Mode::Tokens(t) => t.on_event(self.index, event, &mut self.frame),
+            Mode::Chunks => chunk(event),
+            Mode::Tensors => tensor(event),
+        };
+        match step {
+            Ok(Step::Nothing) => None,
+            Ok(Step::One(e)) => {
+                self.done = matches!(e, Event::Finish { .. });
+                Some(Some(e))
+            }
+            Ok(Step::Two(a, b)) => {
+                self.queued = Some(b);
+                self.done = true;
+                Some(Some(a))
+            }
+            Ok(Step::End) => {
+                self.done = true;
+                Some(None)
+            }
+            Err(e) => {
+                self.done = true;
+                Some(Some(Event::Error(e)))
             }
         }
     }

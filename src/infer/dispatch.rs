@@ -56,6 +56,14 @@ impl Started {
             None => self.stream.next().await,
         }
     }
+
+    /// The next event if it is already here; `None`: [`Self::next`] would wait.
+    pub fn try_next(&mut self) -> Option<Event> {
+        match self.first.take() {
+            Some(ev) => Some(ev),
+            None => self.stream.try_next().map(Some),
+        }
+    }
 }
 
 /// What a failed attempt means for the worker; true: try another one. `from_stream`: the

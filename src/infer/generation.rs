@@ -17,6 +17,7 @@
 
 use std::collections::VecDeque;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use smallvec::SmallVec;
@@ -30,6 +31,7 @@ use super::tracker::Tracker;
 use super::{Event, Timing, Usage};
 use crate::error::{Error, Kind};
 use crate::metrics::Outcome;
+use crate::registry::Serving;
 use crate::shard::{local, ShardCtx};
 
 /// The events of a started request.
@@ -38,8 +40,9 @@ pub struct Generation {
     request_id: String,
     /// Unix seconds when the generation started.
     created: u64,
-    /// The model's primary name (what answers call it, whichever alias the request used).
-    model: String,
+    /// The model served (its primary name is what answers call it, whichever alias the
+    /// request used).
+    serving: Arc<Serving>,
     /// Events to hand out before reading the workers again (annotations, `Done`).
     queue: VecDeque<Event>,
     source: Source,
@@ -79,7 +82,8 @@ impl Drop for Generation {
 }
 
 enum Source {
-    One(Box<Choice>),
+    /// A single choice, kept in the vector it came in (no allocation of its own).
+    One(Vec<Choice>),
     Many(local::Receiver<(Event, Option<Frame>)>),
 }
 
@@ -91,7 +95,12 @@ impl Generation {
 
     /// The model's primary name (1.6.1 answers a request made by alias with it).
     pub fn model(&self) -> &str {
-        &self.model
+        &self.serving.name
+    }
+
+    /// The model served (shared: an adapter may keep it beyond the generation).
+    pub fn serving(&self) -> &Arc<Serving> {
+        &self.serving
     }
 
     /// Unix seconds when the generation started.
@@ -136,7 +145,7 @@ impl Generation {
     /// Whether [`Generation::next`] has an event without waiting for a worker (an adapter
     /// writing a stream sends what it has rendered only when nothing more is ready).
     pub fn ready(&self) -> bool {
-        !self.queue.is_empty() || matches!(&self.source, Source::One(c) if c.has_queued())
+        !self.queue.is_empty() || matches!(&self.source, Source::One(c) if c[0].has_queued())
     }
 
     /// The client went away: counted in `disconnected_clients`; drop the generation next
@@ -163,15 +172,12 @@ impl Generation {
 
     /// The next event; `None` after [`Event::Done`] or [`Event::Error`].
     pub async fn next(&mut self) -> Option<Event> {
-        if let Some(e) = self.queue.pop_front() {
-            return Some(e);
-        }
-        if self.ended {
-            self.record_done();
-            return None;
+        if let Some(out) = self.try_next() {
+            return out;
         }
         let (event, frame) = match &mut self.source {
             Source::One(c) => {
+                let c = &mut c[0];
                 let e = c.next().await;
                 (e, c.take_frame())
             }
@@ -180,6 +186,35 @@ impl Generation {
                 None => (None, None),
             },
         };
+        self.on_event(event, frame)
+    }
+
+    /// [`Self::next`] if the event is already here (the worker's frames come in batches, so
+    /// most are); `None`: it would wait. An adapter's loop tries this before awaiting.
+    pub fn try_next(&mut self) -> Option<Option<Event>> {
+        if let Some(e) = self.queue.pop_front() {
+            return Some(Some(e));
+        }
+        if self.ended {
+            self.record_done();
+            return Some(None);
+        }
+        let (event, frame) = match &mut self.source {
+            Source::One(c) => {
+                let c = &mut c[0];
+                let e = c.try_next()?;
+                (e, c.take_frame())
+            }
+            Source::Many(rx) => {
+                let (e, f) = rx.try_recv()?;
+                (Some(e), f)
+            }
+        };
+        Some(self.on_event(event, frame))
+    }
+
+    /// Account for one choice's event (its frame's metrics, finished choices, the end).
+    fn on_event(&mut self, event: Option<Event>, frame: Option<Frame>) -> Option<Event> {
         if let Some(f) = frame {
             if f.tokens > 0 && self.first_token.is_none() {
                 self.first_token = Some(f.arrived);
@@ -233,21 +268,35 @@ impl Generation {
     }
 }
 
-/// Resolve's result in hand: preprocess, route and dispatch every choice of `req`.
-pub(super) async fn start(ctx: &Rc<ShardCtx>, resolved: Resolved, mut req: InferRequest) -> Result<Generation, Error> {
-    let received = Instant::now();
+/// Resolve's result in hand: preprocess, route and dispatch every choice of `req` (a model
+/// that did not resolve is counted as refused).
+pub(super) async fn start(
+    ctx: &Rc<ShardCtx>,
+    resolved: Result<Resolved, Error>,
+    req: &mut InferRequest,
+) -> Result<Generation, Error> {
+    let resolved = match resolved {
+        Ok(r) => r,
+        Err(e) => {
+            super::tracker::rejected(ctx, req.endpoint, Some(&req.model), req.stream, &e);
+            return Err(e);
+        }
+    };
     let received_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
-    let mut track = Tracker::start(ctx, &resolved.model, req.endpoint, req.stream);
+    let mut track = Tracker::start(ctx, resolved.model(), req.endpoint, req.stream);
+    let received = track.started();
+    if req.model != resolved.model() {
+        // An alias: the worker is sent the primary name, as 1.6.1 sends it.
+        req.model = resolved.model().to_string();
+    }
     let counts_tokens = matches!(resolved.kind(), ModelKind::Tokens(_));
     let mut sent = received;
-    match choices(ctx, &resolved, &mut req, &track, &mut sent).await {
+    match choices(ctx, &resolved, req, &track, &mut sent).await {
         Ok((choices, annotations)) => {
             let n = u32::from(req.choices.max(1));
             let prompts = (choices.len() / n as usize).max(1);
-            let mut g = Generation::new(choices, annotations, track, n, prompts, counts_tokens);
-            (g.received, g.received_ms, g.sent) = (received, received_ms, sent);
-            g.model = resolved.model;
-            Ok(g)
+            let times = Times { received, received_ms, sent };
+            Ok(Generation::new(resolved.serving, choices, annotations, track, n, prompts, counts_tokens, times))
         }
         Err(e) => {
             track.fail(&e);
@@ -256,16 +305,27 @@ pub(super) async fn start(ctx: &Rc<ShardCtx>, resolved: Resolved, mut req: Infer
     }
 }
 
+/// When a generation was taken (also as Unix milliseconds) and its worker requests sent.
+struct Times {
+    received: Instant,
+    received_ms: u64,
+    sent: Instant,
+}
+
 impl Generation {
+    #[allow(clippy::too_many_arguments)]
     fn new(
-        mut choices: Vec<Choice>,
+        serving: Arc<Serving>,
+        choices: Vec<Choice>,
         annotations: VecDeque<Event>,
         track: Tracker,
         n: u32,
         prompts: usize,
         counts_tokens: bool,
+        times: Times,
     ) -> Generation {
-        let request_id = choices.first().map(|c| c.request_id().to_string()).unwrap_or_default();
+        let mut choices = choices;
+        let request_id = choices.first_mut().map(Choice::take_request_id).unwrap_or_default();
         let mut workers: SmallVec<[u64; 1]> = smallvec::smallvec![0; choices.len()];
         for c in &choices {
             if let Some(w) = workers.get_mut(c.index as usize) {
@@ -278,7 +338,7 @@ impl Generation {
         }
         let open = choices.len();
         let source = if choices.len() == 1 {
-            Source::One(Box::new(choices.pop().expect("one choice")))
+            Source::One(choices)
         } else {
             let (tx, rx) = local::channel();
             for mut c in choices {
@@ -296,8 +356,8 @@ impl Generation {
         };
         Generation {
             request_id,
-            created: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
-            model: String::new(),
+            created: times.received_ms / 1000,
+            serving,
             queue: annotations,
             source,
             track,
@@ -311,9 +371,9 @@ impl Generation {
             generated: 0,
             prompt_tokens: 0,
             workers,
-            received: Instant::now(),
-            received_ms: 0,
-            sent: Instant::now(),
+            received: times.received,
+            received_ms: times.received_ms,
+            sent: times.sent,
             first_token: None,
             ended_at: None,
         }
@@ -328,7 +388,7 @@ async fn choices(
     track: &Tracker,
     sent: &mut Instant,
 ) -> Result<(Vec<Choice>, VecDeque<Event>), Error> {
-    let model = &resolved.model;
+    let model = resolved.model();
     let serving = &resolved.serving;
     let mut annotations = VecDeque::new();
     match resolved.kind() {
@@ -397,7 +457,7 @@ async fn choices(
             if prepared.prompts.len() == 1 && n == 1 {
                 let mut p = prepared.prompts.into_iter().next().expect("one prompt");
                 let prompt_tokens = p.wire.token_ids.len() as u32;
-                let started = dispatch(ctx, model, serving, req.pinned, &mut p.wire).await?;
+                let started = dispatch(ctx, model, serving, req.pinned, &mut *p.wire).await?;
                 return Ok((vec![Choice::new(0, started, state(prompt_tokens), p.echo)], annotations));
             }
             // Several choices: dispatched side by side, each on its own task.
@@ -409,9 +469,9 @@ async fn choices(
                         *seed = seed.wrapping_add(i64::from(sample));
                     }
                     let index = i as u32 * n + sample;
-                    let (ctx, serving, model, pinned) = (ctx.clone(), serving.clone(), model.clone(), req.pinned);
+                    let (ctx, serving, pinned) = (ctx.clone(), serving.clone(), req.pinned);
                     let handle = monoio::spawn(async move {
-                        let r = dispatch(&ctx, &model, &serving, pinned, &mut wire).await;
+                        let r = dispatch(&ctx, &serving.name, &serving, pinned, &mut *wire).await;
                         (r, wire.token_ids.len() as u32)
                     });
                     pending.push((index, handle, p.echo.clone()));

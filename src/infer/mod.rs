@@ -30,15 +30,19 @@ pub mod logprobs;
 pub mod preprocess;
 pub mod request;
 pub mod resolve;
+pub mod text;
 pub mod tracker;
 
 use std::rc::Rc;
 
+/// The model a generation is served by, as the driver resolved it (adapters name it in answers).
+pub use crate::registry::Serving;
 pub use choice::{worker_fault, WorkerFault};
 pub use generation::Generation;
 pub use logprobs::TokenLogprob;
 pub use request::{AnnotationKind, ChatInput, InferRequest, Input, PlainRole, PlainTurn, Prompt, Stops};
 pub use resolve::Resolved;
+pub use text::Text;
 
 use crate::error::Error;
 use crate::plane::tensor::TensorResponse;
@@ -83,7 +87,7 @@ pub struct Timing {
 pub struct Delta {
     /// The choice's index: `prompt * n + sample`.
     pub choice: u32,
-    pub text: String,
+    pub text: Text,
     /// Log probabilities of the tokens received since the last delta of this choice, when
     /// the request asked for them.
     pub logprobs: Vec<TokenLogprob>,
@@ -113,20 +117,26 @@ pub enum Event {
 
 /// Run one request through every stage; the generation has started (a worker answered for
 /// every choice) when this returns. An error here happened before anything was generated.
-pub async fn run(ctx: &Rc<ShardCtx>, req: InferRequest) -> Result<Generation, Error> {
-    let resolved = match resolve::resolve(&ctx.registry(), &req.model) {
-        Ok(r) => r,
-        Err(e) => {
-            tracker::rejected(ctx, req.endpoint, Some(&req.model), req.stream, &e);
-            return Err(e);
-        }
-    };
-    run_resolved(ctx, resolved, req).await
+///
+/// Resolving takes no wait, so it is done here and the returned future is the driver's own
+/// (one future fewer for every poll of a request on its way). The request is borrowed: it
+/// stays where the adapter built it (~1 KB, not copied into every stage's future); what the
+/// worker is sent is taken out of it.
+pub fn run<'a>(
+    ctx: &'a Rc<ShardCtx>,
+    req: &'a mut InferRequest,
+) -> impl std::future::Future<Output = Result<Generation, Error>> + 'a {
+    let resolved = resolve::resolve(&ctx.registry(), &req.model);
+    generation::start(ctx, resolved, req)
 }
 
 /// [`run`] for a model the adapter already resolved (it needed the model's kind first).
-pub async fn run_resolved(ctx: &Rc<ShardCtx>, resolved: Resolved, req: InferRequest) -> Result<Generation, Error> {
-    generation::start(ctx, resolved, req).await
+pub fn run_resolved<'a>(
+    ctx: &'a Rc<ShardCtx>,
+    resolved: Resolved,
+    req: &'a mut InferRequest,
+) -> impl std::future::Future<Output = Result<Generation, Error>> + 'a {
+    generation::start(ctx, Ok(resolved), req)
 }
 
 /// Count a request refused before it became an [`InferRequest`] (a body that does not parse

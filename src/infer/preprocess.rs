@@ -22,7 +22,8 @@ use crate::tokenize::stop::StopConditions;
 
 /// One prompt, ready to send.
 pub(super) struct PreparedPrompt {
-    pub wire: PreprocessedRequest,
+    /// Boxed: a wire request is ~1.2 KB, and the driver's futures hold it across awaits.
+    pub wire: Box<PreprocessedRequest>,
     /// The prompt's text, for `echo`.
     pub echo: Option<String>,
 }
@@ -48,12 +49,19 @@ pub(super) async fn tokens(
 ) -> Result<Prepared, Error> {
     let files = &tokens.files;
     let tokenizer = &tokens.tokenizers[ctx.id];
-    let encode = |text: String, special: bool| async move {
-        let t0 = Instant::now();
-        let ids = offload::encode(tokenizer, || ctx.offload(files), text, special).await.map_err(Error::internal)?;
-        track.tokenized(t0.elapsed());
-        Ok::<_, Error>(ids)
-    };
+    // Chat-sized texts are encoded right here; only long ones wait for the helper thread.
+    macro_rules! encode {
+        ($text:expr, $special:expr) => {{
+            let (text, special): (String, bool) = ($text, $special);
+            let t0 = Instant::now();
+            let ids = match offload::encode_short(tokenizer, &text, special) {
+                Some(ids) => ids,
+                None => offload::encode(tokenizer, || ctx.offload(files), text, special).await,
+            };
+            track.tokenized(t0.elapsed());
+            ids.map_err(Error::internal)?
+        }};
+    }
     let mut formatted = None;
     let mut inputs: SmallVec<[(Vec<u32>, Option<String>); 1]> = SmallVec::new();
     match std::mem::replace(&mut req.input, Input::Prompts(SmallVec::new())) {
@@ -66,14 +74,14 @@ pub(super) async fn tokens(
             if keep_formatted {
                 formatted = Some(text.clone());
             }
-            inputs.push((encode(text, false).await?, None));
+            inputs.push((encode!(text, false), None));
         }
         Input::Prompts(prompts) => {
             for p in prompts {
                 inputs.push(match p {
                     Prompt::Text(text) => {
                         let echo = req.echo.then(|| text.clone());
-                        (encode(text, true).await?, echo)
+                        (encode!(text, true), echo)
                     }
                     Prompt::Ids(ids) => {
                         let echo = match req.echo {
@@ -101,8 +109,8 @@ pub(super) async fn tokens(
         max_tokens: s.max_tokens,
         include_stop_str_in_output: s.include_stop_str,
     };
-    let mut base = PreprocessedRequest {
-        model: req.model.clone(),
+    let mut base = Box::new(PreprocessedRequest {
+        model: std::mem::take(&mut req.model),
         token_ids: Vec::new(),
         stop_conditions: WireStop {
             max_tokens: s.max_tokens,
@@ -127,13 +135,18 @@ pub(super) async fn tokens(
         mm_processor_kwargs: req.mm_processor_kwargs.take(),
         media_io_kwargs: req.media_io_kwargs.take(),
         request_timestamp_ms: req.request_timestamp_ms,
-    };
+    });
     let mut prompts = SmallVec::with_capacity(inputs.len());
-    let last = inputs.len().saturating_sub(1);
-    for (i, (ids, echo)) in inputs.into_iter().enumerate() {
-        let mut wire = if i == last { std::mem::take(&mut base) } else { base.clone() };
+    let mut inputs = inputs.into_iter();
+    let last = inputs.next_back();
+    for (ids, echo) in inputs {
+        let mut wire = base.clone();
         wire.token_ids = ids;
         prompts.push(PreparedPrompt { wire, echo });
+    }
+    if let Some((ids, echo)) = last {
+        base.token_ids = ids;
+        prompts.push(PreparedPrompt { wire: base, echo });
     }
     Ok(Prepared { prompts, formatted, stop })
 }

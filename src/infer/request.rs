@@ -51,14 +51,14 @@ pub struct InferRequest {
     /// The thinking-token budget.
     pub max_thinking_tokens: Option<u32>,
     /// Options forwarded to the worker outside the typed groups (`extra_args`).
-    pub extra_args: Option<serde_json::Value>,
+    pub extra_args: Option<Box<serde_json::Value>>,
     /// Router latency targets (`router`).
-    pub router: Option<serde_json::Value>,
+    pub router: Option<Box<serde_json::Value>>,
     /// `request_timestamp_ms` (trace replay).
     pub request_timestamp_ms: Option<f64>,
     /// Multimodal processor and media decoding options, passed through.
-    pub mm_processor_kwargs: Option<serde_json::Value>,
-    pub media_io_kwargs: Option<serde_json::Value>,
+    pub mm_processor_kwargs: Option<Box<serde_json::Value>>,
+    pub media_io_kwargs: Option<Box<serde_json::Value>>,
     /// The request object a `model_input = Text` worker receives as is (JSON), when the
     /// adapter has one; without it such models are refused.
     pub forward: Option<Bytes>,

@@ -13,8 +13,6 @@ use crate::registry::{Registry, Serving, TensorModel, TokensModel};
 /// What serves a resolved model.
 #[derive(Clone, Debug)]
 pub struct Resolved {
-    /// The model's primary name, whichever alias the request used (1.6.1 answers with it).
-    pub model: String,
     pub serving: Arc<Serving>,
 }
 
@@ -29,6 +27,12 @@ pub enum ModelKind<'a> {
 }
 
 impl Resolved {
+    /// The model's primary name, whichever alias the request used (1.6.1 answers with it,
+    /// sends it to the worker and labels metrics with it).
+    pub fn model(&self) -> &str {
+        &self.serving.name
+    }
+
     pub fn kind(&self) -> ModelKind<'_> {
         match (&self.serving.tensor, &self.serving.tokens) {
             (Some(t), _) => ModelKind::Tensor(t),
@@ -47,5 +51,5 @@ pub fn resolve(registry: &Registry, model: &str) -> Result<Resolved, Error> {
             format!("Model `{model}` is not ready to serve requests yet"),
         ));
     }
-    Ok(Resolved { model: serving.name.clone(), serving: serving.clone() })
+    Ok(Resolved { serving: serving.clone() })
 }

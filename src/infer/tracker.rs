@@ -51,6 +51,11 @@ impl Tracker {
         }
     }
 
+    /// When the request was taken.
+    pub(super) fn started(&self) -> Instant {
+        self.start
+    }
+
     /// The prompt took `took` to encode.
     pub(super) fn tokenized(&self, took: Duration) {
         self.ctx.metrics.tokenizer_latency(TokenizerOp::Tokenize, millis(took));

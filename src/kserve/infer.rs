@@ -261,7 +261,7 @@ pub async fn start(ctx: &Rc<ShardCtx>, r: &TextRequest) -> Result<Pieces, Error>
     };
     // One `text_output` per response: one choice.
     req.choices = 1;
-    Ok(Pieces { gen: crate::infer::run(ctx, req).await?, done: false })
+    Ok(Pieces { gen: crate::infer::run(ctx, &mut req).await?, done: false })
 }
 
 /// The pieces of an answer, read from the driver's events: each text delta, then the finish
@@ -276,7 +276,7 @@ impl Pieces {
     pub async fn next(&mut self) -> Option<Result<Piece, Error>> {
         while !self.done {
             match self.gen.next().await {
-                Some(Event::Delta(d)) => return Some(Ok(Piece { text: d.text, finish: String::new() })),
+                Some(Event::Delta(d)) => return Some(Ok(Piece { text: d.text.into(), finish: String::new() })),
                 Some(Event::Finish { reason, .. }) => {
                     return Some(Ok(Piece { text: String::new(), finish: finish_reason(reason).to_string() }))
                 }

@@ -70,7 +70,7 @@ pub async fn start(ctx: &Rc<ShardCtx>, req: ModelInferRequest, stream: bool) -> 
     // As Dynamo, a request is counted once it is valid (the driver counts from here).
     let mut ireq = InferRequest::new(Endpoint::Tensor, name.clone(), Input::Tensor(Box::new(converted.wire)));
     ireq.stream = stream;
-    let gen = crate::infer::run_resolved(ctx, resolved, ireq).await?;
+    let gen = crate::infer::run_resolved(ctx, resolved, &mut ireq).await?;
     Ok(Call { model: name, id, raw: converted.raw, empty_final, gen: Some(gen), done: false })
 }
 

@@ -36,8 +36,9 @@ pub enum Api {
 #[derive(Clone, Debug)]
 pub struct Shape {
     pub api: Api,
-    /// The answer's `model`: the model's primary name, whichever alias the client used.
-    pub model: String,
+    /// The model served: the answer's `model` is its primary name, whichever alias the
+    /// client used.
+    pub served: std::sync::Arc<crate::infer::Serving>,
     /// What the answer carries besides its events (usage chunk, `nvext`).
     pub extras: super::to_infer::Extras,
 }
@@ -46,6 +47,7 @@ impl Shape {
     /// The `nvext` object of a choice's chunk (or of the whole answer, `choice` 0), when the
     /// request asked for one: `worker_id` (prefill and decode worker are the same one here),
     /// and `timing` on the last chunk.
+    #[inline]
     fn nvext(&self, gen: &Generation, choice: u32, last: bool) -> Option<Vec<u8>> {
         let timing = self.extras.timing && last;
         if !self.extras.worker_id && !timing {
@@ -94,6 +96,7 @@ fn append_member(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
 
 /// The usage so far on a streamed chunk (`stream_options.continuous_usage_stats`): a member
 /// of a chat chunk; completions chunks carry it in their `usage`.
+#[inline]
 fn running_usage(out: &mut Vec<u8>, shape: &Shape, gen: &Generation) {
     if shape.extras.continuous_usage && shape.api == Api::Chat {
         let mut u = Vec::with_capacity(80);
@@ -113,13 +116,18 @@ pub fn finish_reason(f: Finish) -> &'static str {
 
 /// The response id: `chatcmpl-<request id>` or `cmpl-<request id>`.
 fn response_id(api: Api, gen: &Generation) -> String {
-    match api {
-        Api::Chat => format!("chatcmpl-{}", gen.request_id()),
-        Api::Completions => format!("cmpl-{}", gen.request_id()),
-    }
+    let prefix = match api {
+        Api::Chat => "chatcmpl-",
+        Api::Completions => "cmpl-",
+    };
+    let mut id = String::with_capacity(prefix.len() + gen.request_id().len());
+    id.push_str(prefix);
+    id.push_str(gen.request_id());
+    id
 }
 
 /// The logprobs of `tokens` in `api`'s shape; `None` when there are none.
+#[inline]
 fn render_logprobs(api: Api, tokens: &[TokenLogprob]) -> Option<Vec<u8>> {
     if tokens.is_empty() {
         return None;
@@ -153,7 +161,11 @@ pub async fn whole(shape: &Shape, mut gen: Generation) -> Result<Vec<u8>, Error>
     let (mut chat, mut cmpl) = (ChatAggregate::default(), CompletionAggregate::default());
     let mut relayed = false;
     let usage = loop {
-        match gen.next().await {
+        let event = match gen.try_next() {
+            Some(event) => event,
+            None => gen.next().await,
+        };
+        match event {
             Some(Event::Delta(d)) => {
                 let i = at(&mut choices, d.choice);
                 choices[i].text.push_str(&d.text);
@@ -194,7 +206,7 @@ pub async fn whole(shape: &Shape, mut gen: Generation) -> Result<Vec<u8>, Error>
     let created = gen.created();
     let nvext = shape.nvext(&gen, 0, true);
     drop(gen);
-    let meta = Meta::new(&id, created, &shape.model);
+    let meta = Meta::new(&id, created, &shape.served.name);
     let parts: SmallVec<[body::Choice<'_>; 1]> = choices
         .iter()
         .enumerate()
@@ -218,24 +230,28 @@ pub async fn whole(shape: &Shape, mut gen: Generation) -> Result<Vec<u8>, Error>
 /// Write the generation's events to `tx` as SSE events until it ends or the client leaves.
 pub async fn stream(shape: Shape, mut gen: Generation, tx: local::Sender<Bytes>) {
     let id = response_id(shape.api, &gen);
-    let meta = Meta::new(&id, gen.created(), &shape.model);
+    let meta = Meta::new(&id, gen.created(), &shape.served.name);
     // A batch of prompts: each prompt's chunks carry `<id>-<prompt>` (the usage chunk the
     // bare id), as 1.6.1 names them.
     let ids: Vec<String> = match gen.prompts() {
         1 => Vec::new(),
         n => (0..n).map(|p| format!("{id}-{p}")).collect(),
     };
-    let metas: Vec<Meta<'_>> = ids.iter().map(|i| Meta::new(i, gen.created(), &shape.model)).collect();
+    let metas: Vec<Meta<'_>> = ids.iter().map(|i| Meta::new(i, gen.created(), &shape.served.name)).collect();
     let samples = gen.samples().max(1);
     let meta_of = |choice: u32| metas.get((choice / samples) as usize).unwrap_or(&meta);
     // Per choice: whether its first chunk was sent (chat's first delta carries the role).
     let mut started: SmallVec<[bool; 1]> = SmallVec::new();
     // A chunk is its text plus ~170 bytes of JSON around the id and the model name: sized
     // once, so writing a chunk does not grow its buffer step by step.
-    let chunk_capacity = 192 + id.len() + shape.model.len();
+    let chunk_capacity = 192 + id.len() + shape.served.name.len();
     let mut out = Vec::with_capacity(chunk_capacity);
     loop {
-        let event = gen.next().await;
+        // Most events are already here (frames come in batches): no future for those.
+        let event = match gen.try_next() {
+            Some(event) => event,
+            None => gen.next().await,
+        };
         if tx.is_closed() {
             gen.client_gone();
             return; // dropping the generation sends `kill`
@@ -247,19 +263,23 @@ pub async fn stream(shape: Shape, mut gen: Generation, tx: local::Sender<Bytes>)
                 let m = meta_of(d.choice);
                 let so_far = shape.extras.continuous_usage.then(|| gen.usage_so_far());
                 match shape.api {
-                    Api::Chat => body::chat_chunk_at(&mut out, m, d.choice, Some(&d.text), first, None, lp.as_deref()),
+                    Api::Chat => {
+                        body::chat_chunk_at(&mut out, m, d.choice, Some(d.text.as_str()), first, None, lp.as_deref())
+                    }
                     Api::Completions => body::completion_chunk_at(
                         &mut out,
                         m,
                         d.choice,
-                        Some(&d.text),
+                        Some(d.text.as_str()),
                         None,
                         so_far.as_ref(),
                         lp.as_deref(),
                     ),
                 }
                 running_usage(&mut out, &shape, &gen);
-                append_nvext(&mut out, shape.nvext(&gen, d.choice, false));
+                if shape.extras.worker_id {
+                    append_nvext(&mut out, shape.nvext(&gen, d.choice, false));
+                }
                 false
             }
             Some(Event::Finish { choice, reason, logprobs, .. }) => {
@@ -275,7 +295,9 @@ pub async fn stream(shape: Shape, mut gen: Generation, tx: local::Sender<Bytes>)
                     }
                 }
                 running_usage(&mut out, &shape, &gen);
-                append_nvext(&mut out, shape.nvext(&gen, choice, true));
+                if shape.extras.worker_id || shape.extras.timing {
+                    append_nvext(&mut out, shape.nvext(&gen, choice, true));
+                }
                 false
             }
             Some(Event::Done(usage)) => {
@@ -320,6 +342,7 @@ pub async fn stream(shape: Shape, mut gen: Generation, tx: local::Sender<Bytes>)
 }
 
 /// Whether this is `choice`'s first chunk (and remember that it was sent).
+#[inline]
 fn first_chunk(started: &mut SmallVec<[bool; 1]>, choice: u32) -> bool {
     let i = choice as usize;
     if started.len() <= i {

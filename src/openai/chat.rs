@@ -189,6 +189,9 @@ impl NvCreateChatCompletionRequest {
     /// is written as `thinking`, `enable_thinking` and `thinking_mode` alike; `adaptive`
     /// leaves the choice to the model (no switch survives).
     pub fn template_args(&self) -> Map<String, Value> {
+        if self.chat_template_args.is_none() && self.thinking.is_none() && self.reasoning_effort.is_none() {
+            return Map::new();
+        }
         let mut args = self.chat_template_args.clone().unwrap_or_default();
         let mode = self.thinking.as_ref().and_then(|t| thinking_mode(t).ok());
         // An explicit top-level grade wins, else the one inside the arguments.

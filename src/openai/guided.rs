@@ -76,6 +76,9 @@ pub fn completion(r: &NvCreateCompletionRequest) -> Result<Option<GuidedDecoding
 /// A chat request's guided decoding: the explicit fields, `response_format`, `tool_choice`.
 pub fn chat(r: &NvCreateChatCompletionRequest) -> Result<Option<GuidedDecoding>, Error> {
     let e = explicit!(r);
+    if r.response_format.is_none() && r.tool_choice.is_none() && e.json.is_none() && !e.any() {
+        return Ok(None); // the common request: nothing to constrain
+    }
     let json = e.json.cloned().or_else(|| match &r.response_format {
         Some(ResponseFormat::JsonObject) => Some(json!({"type": "object"})),
         Some(ResponseFormat::JsonSchema { json_schema }) => {
@@ -125,6 +128,9 @@ pub fn chat(r: &NvCreateChatCompletionRequest) -> Result<Option<GuidedDecoding>,
 /// The guided decoding of the explicit fields (with `json` resolved); `None` without a
 /// constraint (a backend or whitespace pattern alone is dropped).
 fn build(json: Option<Value>, e: &Explicit<'_>) -> Result<Option<GuidedDecoding>, Error> {
+    if json.is_none() && !e.any() {
+        return Ok(None);
+    }
     let choice = e.choice.filter(|c| !c.is_empty()).cloned();
     let set = [
         ("json", json.is_some()),

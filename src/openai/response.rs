@@ -174,7 +174,7 @@ pub fn chat_chunk_at(
     out.extend_from_slice(b"data: {\"id\":");
     out.extend_from_slice(&meta.id_json);
     out.extend_from_slice(b",\"choices\":[{\"index\":");
-    uint(out, u64::from(index));
+    index_number(out, index);
     out.extend_from_slice(b",\"delta\":{");
     let mut sep = false;
     if let Some(text) = delta {
@@ -193,6 +193,15 @@ pub fn chat_chunk_at(
     logprobs_field(out, logprobs);
     tail(out, meta);
     out.extend_from_slice(b",\"object\":\"chat.completion.chunk\"}\n\n");
+}
+
+/// A choice index: almost always 0, written without formatting.
+#[inline]
+fn index_number(out: &mut Vec<u8>, index: u32) {
+    match index {
+        0 => out.push(b'0'),
+        i => uint(out, u64::from(i)),
+    }
 }
 
 /// The usage event of a streamed chat completion (`stream_options.include_usage`).
@@ -273,7 +282,7 @@ pub fn completion_chunk_at(
             out.extend_from_slice(b",\"choices\":[{\"text\":");
             string(out, t);
             out.extend_from_slice(b",\"index\":");
-            uint(out, u64::from(index));
+            index_number(out, index);
             completion_logprobs(out, logprobs);
             if let Some(f) = finish_reason {
                 out.extend_from_slice(b",\"finish_reason\":");

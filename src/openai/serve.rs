@@ -40,7 +40,7 @@ pub async fn serve(
         Api::Chat => super::parse_chat(body).and_then(|r| to_infer::chat(r, body)),
         Api::Completions => super::parse_completion(body).and_then(|r| to_infer::completion(r, body)),
     };
-    let (req, extras) = match parsed.and_then(|r| pinned.map(|p| (r, p))) {
+    let (mut req, extras) = match parsed.and_then(|r| pinned.map(|p| (r, p))) {
         Ok(((mut r, extras), p)) => {
             if let Some(id) = p {
                 // A worker named by header is both the target and the decode worker.
@@ -60,8 +60,8 @@ pub async fn serve(
         return Err(e);
     }
     let stream = req.stream;
-    let gen = crate::infer::run(ctx, req).await?;
-    let shape = Shape { api, model: gen.model().to_owned(), extras };
+    let gen = crate::infer::run(ctx, &mut req).await?;
+    let shape = Shape { api, served: gen.serving().clone(), extras };
     if stream {
         let (tx, rx) = local::channel::<Bytes>();
         monoio::spawn(answer::stream(shape, gen, tx));

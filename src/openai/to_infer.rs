@@ -88,7 +88,8 @@ macro_rules! common {
                 ("bad_words_token_ids", &r.bad_words_token_ids),
                 ("logprob_token_ids", &r.logprob_token_ids),
             ],
-        );
+        )
+        .map(Box::new);
         if let Some(nvext) = &r.nvext {
             req.pinned = nvext.backend_instance_id;
             if let Some(a) = &nvext.annotations {
@@ -104,7 +105,7 @@ macro_rules! common {
                 };
                 put("ttft_target", p.ttft_target);
                 put("itl_target", p.itl_target);
-                Value::Object(m)
+                Box::new(Value::Object(m))
             });
             req.request_timestamp_ms = nvext.request_timestamp_ms;
             if let Some(ids) = &nvext.token_data {
@@ -151,12 +152,12 @@ pub fn chat(mut r: Box<NvCreateChatCompletionRequest>, body: &Bytes) -> Result<(
     let mut req = InferRequest::new(Endpoint::ChatCompletions, std::mem::take(&mut r.model), Input::Chat(chat));
     common!(&*r, &mut req);
     req.sampling.n = None;
-    req.sampling.guided_decoding = guided;
+    req.sampling.guided_decoding = guided.map(Box::new);
     if let Some(budget) = r.thinking_token_budget {
         req.max_thinking_tokens = Some(budget);
     }
-    req.mm_processor_kwargs = r.mm_processor_kwargs.take();
-    req.media_io_kwargs = r.media_io_kwargs.take();
+    req.mm_processor_kwargs = r.mm_processor_kwargs.take().map(Box::new);
+    req.media_io_kwargs = r.media_io_kwargs.take().map(Box::new);
     req.forward = Some(body.clone());
     Ok((req, extras!(&*r)))
 }
@@ -221,7 +222,7 @@ pub fn completion(mut r: NvCreateCompletionRequest, body: &Bytes) -> Result<(Inf
     common!(&r, &mut req);
     req.sampling.n = None;
     req.sampling.best_of = r.best_of;
-    req.sampling.guided_decoding = guided;
+    req.sampling.guided_decoding = guided.map(Box::new);
     req.output.prompt_logprobs = r.prompt_logprobs();
     req.output.no_stop_trim = r.no_stop_trim;
     req.echo = r.echo == Some(true);
@@ -275,6 +276,11 @@ fn priorities(hints: Option<&AgentHints>) -> (Option<f64>, Option<u32>, Option<i
 /// `extra_args`: what 1.6.1 forwards for the backend outside the typed groups, each member
 /// only when set (`None` when nothing is).
 fn extra_args(nvext: Option<&NvExt>, cache_salt: Option<&str>, sampling: [(&str, &Option<Value>); 4]) -> Option<Value> {
+    let from_nvext =
+        nvext.is_some_and(|n| n.extra_fields.is_some() || n.metadata_upload.is_some() || n.token_data.is_some());
+    if !from_nvext && cache_salt.is_none() && sampling.iter().all(|(_, v)| v.as_ref().is_none_or(Value::is_null)) {
+        return None;
+    }
     let mut nv = Map::new();
     if let Some(n) = nvext {
         if let Some(f) = &n.extra_fields {

@@ -24,22 +24,23 @@ pub struct PreprocessedRequest {
     /// `{}` when there are no hints (what 1.6.1 sends); omitted when `None`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub routing: Option<RoutingHints>,
-    /// Always present, `nil` in every capture.
-    pub router_config_override: Option<serde_json::Value>,
+    /// Always present, `nil` in every capture. (The rarely set JSON members are boxed: they
+    /// keep the request under 1 KB, a small allocation.)
+    pub router_config_override: Option<Box<serde_json::Value>>,
     /// Options 1.6.1 forwards outside the typed groups: `{"nvext": {cache_salt, extra_fields,
     /// metadata_upload, token_in}, "sampling_options": {detokenize, allowed_token_ids,
     /// bad_words_token_ids, logprob_token_ids}}`, each member only when set.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub extra_args: Option<serde_json::Value>,
+    pub extra_args: Option<Box<serde_json::Value>>,
     /// `nvext.router` (latency targets).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub router: Option<serde_json::Value>,
+    pub router: Option<Box<serde_json::Value>>,
     /// vLLM's multimodal processor options, passed through.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub mm_processor_kwargs: Option<serde_json::Value>,
+    pub mm_processor_kwargs: Option<Box<serde_json::Value>>,
     /// Media decoding options, passed through.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub media_io_kwargs: Option<serde_json::Value>,
+    pub media_io_kwargs: Option<Box<serde_json::Value>>,
     /// `nvext.request_timestamp_ms` (trace replay).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub request_timestamp_ms: Option<f64>,
@@ -77,7 +78,7 @@ pub struct SamplingOptions {
     pub length_penalty: Option<f32>,
     pub seed: Option<i64>,
     pub include_stop_str_in_output: Option<bool>,
-    pub guided_decoding: Option<GuidedDecoding>,
+    pub guided_decoding: Option<Box<GuidedDecoding>>,
 }
 
 /// `sampling_options.guided_decoding`: the output must follow one constraint (JSON schema,

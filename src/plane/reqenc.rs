@@ -268,7 +268,7 @@ mod tests {
             mdc_sum: Some("ab".repeat(32)),
             annotations: vec!["formatted_prompt".into(); 17],
             routing: Some(RoutingHints { dp_rank: Some(1), ..Default::default() }),
-            router_config_override: Some(serde_json::json!({"k": 1})),
+            router_config_override: Some(Box::new(serde_json::json!({"k": 1}))),
             ..Default::default()
         });
         for n in [0, 15, 16, 31, 32, 255, 256, 65_535, 65_536] {
@@ -276,12 +276,12 @@ mod tests {
         }
         // The trailing keys sent only when set, alone and together.
         let full = PreprocessedRequest {
-            extra_args: Some(
+            extra_args: Some(Box::new(
                 serde_json::json!({"nvext": {"cache_salt": "s"}, "sampling_options": {"detokenize": false}}),
-            ),
-            router: Some(serde_json::json!({"ttft_target": 100.0})),
-            mm_processor_kwargs: Some(serde_json::json!({"num_crops": 4})),
-            media_io_kwargs: Some(serde_json::json!({"video": {"num_frames": 4}})),
+            )),
+            router: Some(Box::new(serde_json::json!({"ttft_target": 100.0}))),
+            mm_processor_kwargs: Some(Box::new(serde_json::json!({"num_crops": 4}))),
+            media_io_kwargs: Some(Box::new(serde_json::json!({"video": {"num_frames": 4}}))),
             request_timestamp_ms: Some(1234.5),
             ..Default::default()
         };
@@ -320,9 +320,11 @@ mod tests {
         use crate::plane::payload::{OutputOptions, SamplingOptions};
         let temps = [None, Some(0.0), Some(-0.0), Some(0.0), Some(0.5), Some(0.5), Some(f32::NAN), Some(f32::NAN)];
         for (i, temperature) in temps.into_iter().enumerate() {
-            let guided = (i == 5).then(|| crate::plane::payload::GuidedDecoding {
-                json: Some(serde_json::json!({"x": -0.0})),
-                ..Default::default()
+            let guided = (i == 5).then(|| {
+                Box::new(crate::plane::payload::GuidedDecoding {
+                    json: Some(serde_json::json!({"x": -0.0})),
+                    ..Default::default()
+                })
             });
             same(&PreprocessedRequest {
                 stop_conditions: StopConditions { max_tokens: Some(1 + (i as u32 % 2)), ..Default::default() },

@@ -86,10 +86,18 @@ pub async fn encode(
     text: String,
     add_special_tokens: bool,
 ) -> Result<Vec<u32>, String> {
-    if text.len() <= INLINE_MAX_BYTES {
-        let mut ids = Vec::new();
-        inline.encode_into(&text, add_special_tokens, &mut ids)?;
-        return Ok(ids);
+    match encode_short(inline, &text, add_special_tokens) {
+        Some(ids) => ids,
+        None => helper()?.encode_with(text, add_special_tokens).await,
     }
-    helper()?.encode_with(text, add_special_tokens).await
+}
+
+/// `text` encoded inline when it is short enough for the shard; `None`: it is not (hand it
+/// to [`encode`]). Lets a caller skip making a future for the common case.
+pub fn encode_short(inline: &Tokenizer, text: &str, add_special_tokens: bool) -> Option<Result<Vec<u32>, String>> {
+    if text.len() > INLINE_MAX_BYTES {
+        return None;
+    }
+    let mut ids = Vec::new();
+    Some(inline.encode_into(text, add_special_tokens, &mut ids).map(|()| ids))
 }

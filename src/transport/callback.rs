@@ -220,6 +220,27 @@ impl ResponseStream {
         &self.subject
     }
 
+    /// The next event if one is already queued, without waiting: `None` when [`Self::next`]
+    /// would wait (or decide an end). Streams arrive in batches, so most reads take this way
+    /// and no future is made for them.
+    pub fn try_next(&mut self) -> Option<Result<Event, TransportError>> {
+        if self.done {
+            return None;
+        }
+        let got = {
+            let mut st = self.slot.st.borrow_mut();
+            if !st.connected {
+                return None;
+            }
+            st.events.pop_front()?
+        };
+        if matches!(got, Err(_) | Ok(StreamEvent::Sentinel)) {
+            self.done = true;
+            self.release();
+        }
+        Some(got)
+    }
+
     /// The next event: `Handshake`, `Prologue`, `Item`..., `CompleteFinal`, `Sentinel`, then
     /// `None`. An error is the last thing yielded.
     pub async fn next(&mut self) -> Option<Result<Event, TransportError>> {

@@ -129,14 +129,16 @@ pub fn parse_uuid(s: &str) -> Option<u128> {
 /// `v` as a lower-case hyphenated UUID (the inverse of [`parse_uuid`]).
 pub fn format_uuid(v: u128) -> String {
     const HEX: &[u8; 16] = b"0123456789abcdef";
+    // Where each byte's two digits go; the hyphens (8, 13, 18, 23) stay. A byte at a time:
+    // every request formats two ids, and this is a quarter of the digit-by-digit cost.
+    const AT: [usize; 16] = [0, 2, 4, 6, 9, 11, 14, 16, 19, 21, 24, 26, 28, 30, 32, 34];
     let mut text = [b'-'; 36];
-    let mut at = 0;
-    for i in (0..32).rev() {
-        text[at] = HEX[((v >> (4 * i)) & 0xf) as usize];
-        at += if matches!(i, 24 | 20 | 16 | 12) { 2 } else { 1 };
+    for (b, at) in v.to_be_bytes().into_iter().zip(AT) {
+        text[at] = HEX[usize::from(b >> 4)];
+        text[at + 1] = HEX[usize::from(b & 0xf)];
     }
-    // Hex digits and hyphens only: always UTF-8.
-    std::str::from_utf8(&text).unwrap_or_default().to_owned()
+    // SAFETY: `text` holds ASCII hex digits and hyphens only, which are valid UTF-8.
+    unsafe { String::from_utf8_unchecked(text.to_vec()) }
 }
 
 /// A random 64-bit value from std's randomly keyed hasher, the clock and the process id

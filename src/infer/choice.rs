@@ -17,6 +17,7 @@
 
 use std::ops::Deref;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use super::dispatch::{self, Started};
@@ -310,31 +311,24 @@ impl Choice {
     /// The next event; `None` once the choice is over. After [`Event::Finish`] or
     /// [`Event::Error`] nothing more comes.
     pub(super) async fn next(&mut self) -> Option<Event> {
-        if let Some(out) = self.try_next() {
-            return out;
-        }
-        loop {
-            let event = self.started.next().await;
-            if let Some(out) = self.step(event) {
-                return out;
-            }
-        }
+        std::future::poll_fn(|cx| self.poll_next(cx)).await
     }
 
-    /// [`Self::next`] without waiting: `None` when it would wait for the worker.
-    pub(super) fn try_next(&mut self) -> Option<Option<Event>> {
+    /// [`Self::next`] as a poll: the worker's queued frames are read without waiting, and
+    /// `Pending` wakes the task when the next one arrives.
+    pub(super) fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<Event>> {
         if let Some(e) = self.queued.take() {
-            return Some(Some(e));
+            return Poll::Ready(Some(e));
         }
         if self.done {
-            return Some(None);
+            return Poll::Ready(None);
         }
-        while let Some(event) = self.started.try_next() {
+        loop {
+            let event = std::task::ready!(self.started.poll_next(cx));
             if let Some(out) = self.step(event) {
-                return Some(out);
+                return Poll::Ready(out);
             }
         }
-        None
     }
 
     /// One event of the worker's stream; `None`: it produced nothing to hand out.

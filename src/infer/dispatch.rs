@@ -13,6 +13,7 @@
 //! it is a plain HTTP error status, not a 200 followed by an SSE error event.
 
 use std::rc::Rc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use crate::error::{Error, Kind};
@@ -49,19 +50,12 @@ pub struct Started {
 }
 
 impl Started {
-    /// The next event, beginning with the one dispatch waited for.
-    pub async fn next(&mut self) -> Event {
+    /// The next event, beginning with the one dispatch waited for (the worker has connected
+    /// by then, so no call-back deadline is left to keep).
+    pub fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Event> {
         match self.first.take() {
-            Some(ev) => ev,
-            None => self.stream.next().await,
-        }
-    }
-
-    /// The next event if it is already here; `None`: [`Self::next`] would wait.
-    pub fn try_next(&mut self) -> Option<Event> {
-        match self.first.take() {
-            Some(ev) => Some(ev),
-            None => self.stream.try_next().map(Some),
+            Some(ev) => Poll::Ready(ev),
+            None => self.stream.poll_next(cx),
         }
     }
 }

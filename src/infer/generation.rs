@@ -18,6 +18,7 @@
 use std::collections::VecDeque;
 use std::rc::Rc;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use smallvec::SmallVec;
@@ -171,46 +172,33 @@ impl Generation {
     }
 
     /// The next event; `None` after [`Event::Done`] or [`Event::Error`].
+    /// One poll, no nested futures: an event already here (the worker's frames come in
+    /// batches, so most are) costs no more than a function call.
     pub async fn next(&mut self) -> Option<Event> {
-        if let Some(out) = self.try_next() {
-            return out;
+        std::future::poll_fn(|cx| self.poll_next(cx)).await
+    }
+
+    /// [`Self::next`] as a poll.
+    pub fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<Event>> {
+        if let Some(e) = self.queue.pop_front() {
+            return Poll::Ready(Some(e));
+        }
+        if self.ended {
+            self.record_done();
+            return Poll::Ready(None);
         }
         let (event, frame) = match &mut self.source {
             Source::One(c) => {
                 let c = &mut c[0];
-                let e = c.next().await;
+                let e = std::task::ready!(c.poll_next(cx));
                 (e, c.take_frame())
             }
-            Source::Many(rx) => match rx.recv().await {
+            Source::Many(rx) => match std::task::ready!(rx.poll_recv(cx)) {
                 Some((e, f)) => (Some(e), f),
                 None => (None, None),
             },
         };
-        self.on_event(event, frame)
-    }
-
-    /// [`Self::next`] if the event is already here (the worker's frames come in batches, so
-    /// most are); `None`: it would wait. An adapter's loop tries this before awaiting.
-    pub fn try_next(&mut self) -> Option<Option<Event>> {
-        if let Some(e) = self.queue.pop_front() {
-            return Some(Some(e));
-        }
-        if self.ended {
-            self.record_done();
-            return Some(None);
-        }
-        let (event, frame) = match &mut self.source {
-            Source::One(c) => {
-                let c = &mut c[0];
-                let e = c.try_next()?;
-                (e, c.take_frame())
-            }
-            Source::Many(rx) => {
-                let (e, f) = rx.try_recv()?;
-                (Some(e), f)
-            }
-        };
-        Some(self.on_event(event, frame))
+        Poll::Ready(self.on_event(event, frame))
     }
 
     /// Account for one choice's event (its frame's metrics, finished choices, the end).

@@ -161,10 +161,7 @@ pub async fn whole(shape: &Shape, mut gen: Generation) -> Result<Vec<u8>, Error>
     let (mut chat, mut cmpl) = (ChatAggregate::default(), CompletionAggregate::default());
     let mut relayed = false;
     let usage = loop {
-        let event = match gen.try_next() {
-            Some(event) => event,
-            None => gen.next().await,
-        };
+        let event = gen.next().await;
         match event {
             Some(Event::Delta(d)) => {
                 let i = at(&mut choices, d.choice);
@@ -247,11 +244,7 @@ pub async fn stream(shape: Shape, mut gen: Generation, tx: local::Sender<Bytes>)
     let chunk_capacity = 192 + id.len() + shape.served.name.len();
     let mut out = Vec::with_capacity(chunk_capacity);
     loop {
-        // Most events are already here (frames come in batches): no future for those.
-        let event = match gen.try_next() {
-            Some(event) => event,
-            None => gen.next().await,
-        };
+        let event = gen.next().await;
         if tx.is_closed() {
             gen.client_gone();
             return; // dropping the generation sends `kill`

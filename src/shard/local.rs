@@ -10,7 +10,7 @@ use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::future::poll_fn;
 use std::rc::Rc;
-use std::task::{Poll, Waker};
+use std::task::{Context, Poll, Waker};
 
 struct Shared<T> {
     queue: VecDeque<T>,
@@ -74,18 +74,22 @@ impl<T> Drop for Sender<T> {
 impl<T> Receiver<T> {
     /// The next value; `None` once the queue is empty and every sender is gone.
     pub async fn recv(&mut self) -> Option<T> {
-        poll_fn(|cx| {
-            let mut s = self.0.borrow_mut();
-            if let Some(v) = s.queue.pop_front() {
-                return Poll::Ready(Some(v));
-            }
-            if s.senders == 0 {
-                return Poll::Ready(None);
-            }
+        poll_fn(|cx| self.poll_recv(cx)).await
+    }
+
+    /// [`Self::recv`] as a poll: `Pending` registers the task to be woken by the next send.
+    pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<T>> {
+        let mut s = self.0.borrow_mut();
+        if let Some(v) = s.queue.pop_front() {
+            return Poll::Ready(Some(v));
+        }
+        if s.senders == 0 {
+            return Poll::Ready(None);
+        }
+        if !s.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
             s.waker = Some(cx.waker().clone());
-            Poll::Pending
-        })
-        .await
+        }
+        Poll::Pending
     }
 
     /// A value already queued, without waiting.

@@ -25,7 +25,7 @@ use std::future::poll_fn;
 use std::io;
 use std::net::SocketAddr;
 use std::rc::Rc;
-use std::task::{Poll, Waker};
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
@@ -220,25 +220,31 @@ impl ResponseStream {
         &self.subject
     }
 
-    /// The next event if one is already queued, without waiting: `None` when [`Self::next`]
-    /// would wait (or decide an end). Streams arrive in batches, so most reads take this way
-    /// and no future is made for them.
-    pub fn try_next(&mut self) -> Option<Result<Event, TransportError>> {
+    /// [`Self::next`] as a poll, for a stream whose worker has connected (every read after
+    /// its first item): no call-back deadline is kept here, the worker's connection ends the
+    /// stream if it goes. Before the worker connects, use [`Self::next`].
+    pub fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Event, TransportError>>> {
         if self.done {
-            return None;
+            return Poll::Ready(None);
         }
         let got = {
             let mut st = self.slot.st.borrow_mut();
-            if !st.connected {
-                return None;
+            match st.events.pop_front() {
+                Some(ev) => Some(ev),
+                None if st.ended => None,
+                None => {
+                    if !st.consumer.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                        st.consumer = Some(cx.waker().clone());
+                    }
+                    return Poll::Pending;
+                }
             }
-            st.events.pop_front()?
         };
-        if matches!(got, Err(_) | Ok(StreamEvent::Sentinel)) {
+        if matches!(got, None | Some(Err(_)) | Some(Ok(StreamEvent::Sentinel))) {
             self.done = true;
             self.release();
         }
-        Some(got)
+        Poll::Ready(got)
     }
 
     /// The next event: `Handshake`, `Prologue`, `Item`..., `CompleteFinal`, `Sentinel`, then
@@ -246,6 +252,9 @@ impl ResponseStream {
     pub async fn next(&mut self) -> Option<Result<Event, TransportError>> {
         if self.done {
             return None;
+        }
+        if self.slot.st.borrow().connected {
+            return poll_fn(|cx| self.poll_next(cx)).await;
         }
         let slot = self.slot.clone();
         let wait = poll_fn(|cx| {
@@ -259,19 +268,14 @@ impl ResponseStream {
                 }
             }
         });
-        let connected = self.slot.st.borrow().connected;
-        let got = if connected {
-            wait.await
-        } else {
-            // Connecting queues the handshake event, which ends the wait.
-            let left = self.deadline.saturating_duration_since(Instant::now());
-            monoio::select! {
-                ev = wait => ev,
-                _ = monoio::time::sleep(left) => {
-                    self.release();
-                    Some(Err(TransportError::CallbackTimeout { subject: self.subject.clone(), after: self.after }))
-                },
-            }
+        // Connecting queues the handshake event, which ends the wait.
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        let got = monoio::select! {
+            ev = wait => ev,
+            _ = monoio::time::sleep(left) => {
+                self.release();
+                Some(Err(TransportError::CallbackTimeout { subject: self.subject.clone(), after: self.after }))
+            },
         };
         if matches!(got, None | Some(Err(_)) | Some(Ok(StreamEvent::Sentinel))) {
             self.done = true;

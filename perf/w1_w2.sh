@@ -6,7 +6,8 @@
 #   W1: chat, ~100 prompt tokens, max_tokens 1, non-streaming
 #   W2: chat, ~1,000 prompt tokens, 64 output tokens, streaming
 # Reports per frontend and workload: requests ok/sent, frontend CPU-seconds per 1,000
-# requests (utime+stime of the whole process from /proc), TTFT p50/p99. Then counts
+# requests (every thread's run time from /proc/PID/task/*/schedstat, ns; and its user and
+# kernel parts from /proc/PID/stat utime/stime, 10 ms ticks), TTFT p50/p99. Then counts
 # switchyard's instructions per request with valgrind's callgrind (this VM has no hardware
 # counters, so `perf stat -e instructions` is not available): instrumentation is switched on
 # only around the measured load, and every thread of the process is counted (user-space
@@ -16,7 +17,8 @@
 # Usage: bash perf/w1_w2.sh     (RATE1=40 RATE2=8 DURATION=20 ROUNDS=2 CG_REQUESTS=200)
 #        BASE_BIN=<another switchyard build> adds it to every round and to the callgrind
 #        counts ("switchyard base"), alternating with the others: before/after in one run.
-#        SKIP_DYNAMO=1 leaves dynamo.frontend out.
+#        SKIP_DYNAMO=1 leaves dynamo.frontend out; ROUNDS=0 only counts instructions;
+#        KEEP_PROFILES=<dir> keeps the callgrind profiles there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "${1:-}" != "--inside" ]; then
@@ -48,19 +50,23 @@ load() { # port workload rate duration → JSON
 measure() { # label port pid workload rate
   local label=$1 port=$2 pid=$3 w=$4 rate=$5
   load "$port" "$w" "$rate" 3 >/dev/null # warm-up
-  local i0 i1 c0 c1 out
+  local i0 i1 c0 c1 s0 s1 out
   i0=$(cpu "$pid"); sleep 5; i1=$(cpu "$pid") # idle: background work without requests
-  c0=$(cpu "$pid")
+  c0=$(cpu "$pid"); s0=$(user_sys "$pid")
   out=$(load "$port" "$w" "$rate" "$DURATION")
-  c1=$(cpu "$pid")
-  python3 - "$label" "$w" "$rate" "$c0" "$c1" "$i0" "$i1" "$out" <<'PYEOF'
-import json, sys
-label, w, rate, c0, c1, i0, i1, out = sys.argv[1:]
+  c1=$(cpu "$pid"); s1=$(user_sys "$pid")
+  python3 - "$label" "$w" "$rate" "$c0" "$c1" "$i0" "$i1" "$out" "$s0" "$s1" <<'PYEOF'
+import json, os, sys
+label, w, rate, c0, c1, i0, i1, out, s0, s1 = sys.argv[1:]
 r = json.loads(out)
+ok = max(r["ok"], 1)
 cpu = (float(c1) - float(c0)) / 1e9
 idle_ms_per_s = (float(i1) - float(i0)) / 1e6 / 5
-per_k = cpu * 1000 / max(r["ok"], 1)
-print(f"| {w.upper()} | {label} | {rate} | {r['ok']}/{r['sent']} | {per_k:.3f} | {r['ttft_p50_ms']} | {r['ttft_p99_ms']} | {idle_ms_per_s:.2f} |")
+per_k = cpu * 1000 / ok
+tick = os.sysconf("SC_CLK_TCK")
+(u0, k0), (u1, k1) = (map(int, s0.split()), map(int, s1.split()))
+user_k, kern_k = (u1 - u0) / tick * 1000 / ok, (k1 - k0) / tick * 1000 / ok
+print(f"| {w.upper()} | {label} | {rate} | {r['ok']}/{r['sent']} | {per_k:.3f} | {user_k:.3f} | {kern_k:.3f} | {r['ttft_p50_ms']} | {r['ttft_p99_ms']} | {idle_ms_per_s:.2f} |")
 PYEOF
 }
 
@@ -74,8 +80,10 @@ start_switchyard() { # port [prefix...]
 VARIANTS=("switchyard (1 shard)=$BIN")
 [ -n "${BASE_BIN:-}" ] && VARIANTS+=("switchyard base (1 shard)=$BASE_BIN")
 
-echo "| workload | frontend | req/s | ok/sent | CPU-s per 1k req | TTFT p50 ms | TTFT p99 ms | idle CPU ms/s |"
-echo "|---|---|---:|---:|---:|---:|---:|---:|"
+user_sys() { awk '{print $14, $15}' "/proc/$1/stat"; } # user, kernel: clock ticks
+
+echo "| workload | frontend | req/s | ok/sent | CPU-s per 1k req | user | kernel | TTFT p50 ms | TTFT p99 ms | idle CPU ms/s |"
+echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
 for _ in $(seq 1 "$ROUNDS"); do
   for w in w1 w2; do
     rate=$RATE1; [ "$w" = w2 ] && rate=$RATE2
@@ -126,7 +134,10 @@ total = 0
 for line in open(path):
     if line.startswith("summary:") or line.startswith("totals:"):
         total = max(total, int(line.split()[1]))
-print(f"| {w.upper()} | {label} | {total / max(r['ok'], 1) / 1e6:.3f} M | {r['ok']}/{r['sent']} |")
+print(f"| {w.upper()} | {label} | {total / max(r['ok'], 1) / 1e3:.1f} K | {r['ok']}/{r['sent']} |")
 PYEOF
+  if [ -n "${KEEP_PROFILES:-}" ]; then
+    mkdir -p "$KEEP_PROFILES" && cp "$WORK/cg.$w.out" "$KEEP_PROFILES/cg.$w.$(basename "$SY_BIN")"
+  fi
 done
 done

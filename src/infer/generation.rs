@@ -446,7 +446,10 @@ async fn choices(
                 let mut p = prepared.prompts.into_iter().next().expect("one prompt");
                 let prompt_tokens = p.wire.token_ids.len() as u32;
                 let started = dispatch(ctx, model, serving, req.pinned, &mut *p.wire).await?;
-                return Ok((vec![Choice::new(0, started, state(prompt_tokens), p.echo)], annotations));
+                // The only choice: it takes the stop conditions rather than a copy.
+                let skip = req.stops.skip_special_tokens;
+                let state = TokenState::new(tok, skip, prepared.stop, prompt_tokens, req.logprobs);
+                return Ok((vec![Choice::new(0, started, Mode::Tokens(Box::new(state)), p.echo)], annotations));
             }
             // Several choices: dispatched side by side, each on its own task.
             let mut pending = Vec::new();

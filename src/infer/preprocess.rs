@@ -97,7 +97,7 @@ pub(super) async fn tokens(
             return Err(Error::new(Kind::NotFound, format!("Model '{}' does not take tensors", req.model)));
         }
     }
-    let eos = files.eos_token_ids.clone();
+    let eos = &files.eos_token_ids;
     let s = &req.stops;
     let ignore_eos = s.ignore_eos == Some(true);
     let stop = StopConditions {
@@ -125,7 +125,7 @@ pub(super) async fn tokens(
         sampling_options: std::mem::take(&mut req.sampling),
         output_options: std::mem::take(&mut req.output),
         // With `ignore_eos` the worker is told of no EOS id either (as 1.6.1).
-        eos_token_ids: if ignore_eos { Vec::new() } else { eos },
+        eos_token_ids: if ignore_eos { Vec::new() } else { eos.clone() },
         mdc_sum: serving.mdc_sum.clone(),
         annotations: std::mem::take(&mut req.annotations),
         routing: Some(std::mem::take(&mut req.routing)),

@@ -297,7 +297,6 @@ impl Choice {
         self.queued.is_some()
     }
 
-    /// The request id the worker was sent.
     /// The worker request id, taken (the generation keeps it; the choice does not need it).
     pub(super) fn take_request_id(&mut self) -> String {
         std::mem::take(&mut self.started.request_id)

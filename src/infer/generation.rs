@@ -39,8 +39,6 @@ use crate::shard::{local, ShardCtx};
 pub struct Generation {
     /// The first choice's worker request id (OpenAI adapters make the response id of it).
     request_id: String,
-    /// Unix seconds when the generation started.
-    created: u64,
     /// The model served (its primary name is what answers call it, whichever alias the
     /// request used).
     serving: Arc<Serving>,
@@ -94,11 +92,6 @@ impl Generation {
         &self.request_id
     }
 
-    /// The model's primary name (1.6.1 answers a request made by alias with it).
-    pub fn model(&self) -> &str {
-        &self.serving.name
-    }
-
     /// The model served (shared: an adapter may keep it beyond the generation).
     pub fn serving(&self) -> &Arc<Serving> {
         &self.serving
@@ -106,7 +99,7 @@ impl Generation {
 
     /// Unix seconds when the generation started.
     pub fn created(&self) -> u64 {
-        self.created
+        self.received_ms / 1000
     }
 
     /// How many prompts the request had (choices are numbered `prompt * n + sample`).
@@ -172,6 +165,7 @@ impl Generation {
     }
 
     /// The next event; `None` after [`Event::Done`] or [`Event::Error`].
+    ///
     /// One poll, no nested futures: an event already here (the worker's frames come in
     /// batches, so most are) costs no more than a function call.
     pub async fn next(&mut self) -> Option<Event> {
@@ -344,7 +338,6 @@ impl Generation {
         };
         Generation {
             request_id,
-            created: times.received_ms / 1000,
             serving,
             queue: annotations,
             source,
@@ -433,23 +426,16 @@ async fn choices(
             let n = u32::from(req.choices.max(1));
             *sent = Instant::now();
             let tok = || ShardTokenizer { tokenizers: tokens.tokenizers.clone(), shard: ctx.id };
-            let state = |prompt_tokens: u32| {
-                Mode::Tokens(Box::new(TokenState::new(
-                    tok,
-                    req.stops.skip_special_tokens,
-                    prepared.stop.clone(),
-                    prompt_tokens,
-                    req.logprobs,
-                )))
+            let skip = req.stops.skip_special_tokens;
+            let state = |prompt_tokens: u32, stop| {
+                Mode::Tokens(Box::new(TokenState::new(tok, skip, stop, prompt_tokens, req.logprobs)))
             };
             if prepared.prompts.len() == 1 && n == 1 {
                 let mut p = prepared.prompts.into_iter().next().expect("one prompt");
                 let prompt_tokens = p.wire.token_ids.len() as u32;
                 let started = dispatch(ctx, model, serving, req.pinned, &mut *p.wire).await?;
                 // The only choice: it takes the stop conditions rather than a copy.
-                let skip = req.stops.skip_special_tokens;
-                let state = TokenState::new(tok, skip, prepared.stop, prompt_tokens, req.logprobs);
-                return Ok((vec![Choice::new(0, started, Mode::Tokens(Box::new(state)), p.echo)], annotations));
+                return Ok((vec![Choice::new(0, started, state(prompt_tokens, prepared.stop), p.echo)], annotations));
             }
             // Several choices: dispatched side by side, each on its own task.
             let mut pending = Vec::new();
@@ -472,7 +458,9 @@ async fn choices(
             let mut failed = None;
             for (index, handle, echo) in pending {
                 match handle.await {
-                    (Ok(started), prompt_tokens) => out.push(Choice::new(index, started, state(prompt_tokens), echo)),
+                    (Ok(started), prompt_tokens) => {
+                        out.push(Choice::new(index, started, state(prompt_tokens, prepared.stop.clone()), echo))
+                    }
                     (Err(e), _) => failed = failed.or(Some(e)),
                 }
             }

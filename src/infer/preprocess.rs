@@ -56,7 +56,10 @@ pub(super) async fn tokens(
             let t0 = Instant::now();
             let ids = match offload::encode_short(tokenizer, &text, special) {
                 Some(ids) => ids,
-                None => offload::encode(tokenizer, || ctx.offload(files), text, special).await,
+                None => match ctx.offload(files) {
+                    Ok(helper) => helper.encode_with(text, special).await,
+                    Err(e) => Err(e),
+                },
             };
             track.tokenized(t0.elapsed());
             ids.map_err(Error::internal)?

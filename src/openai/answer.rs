@@ -78,20 +78,23 @@ impl Shape {
 /// Put `,"nvext":<nvext>` inside the JSON object that ends `out`.
 fn append_nvext(out: &mut Vec<u8>, nvext: Option<Vec<u8>>) {
     if let Some(nvext) = nvext {
-        append_member(out, b"nvext", &nvext);
+        append_member(out, b"nvext", |out| out.extend_from_slice(&nvext));
     }
 }
 
 /// Put `,"<name>":<value>` inside the JSON object that ends `out` (before its closing brace
-/// and, for an SSE event, the blank line).
-fn append_member(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+/// and, for an SSE event, the blank line), `value` written in place.
+fn append_member(out: &mut Vec<u8>, name: &[u8], value: impl FnOnce(&mut Vec<u8>)) {
     let tail = if out.ends_with(b"}\n\n") { 3 } else { 1 };
-    let rest = out.split_off(out.len() - tail);
+    let at = out.len() - tail;
+    let mut rest = [0u8; 3];
+    rest[..tail].copy_from_slice(&out[at..]);
+    out.truncate(at);
     out.extend_from_slice(b",\"");
     out.extend_from_slice(name);
     out.extend_from_slice(b"\":");
-    out.extend_from_slice(value);
-    out.extend_from_slice(&rest);
+    value(out);
+    out.extend_from_slice(&rest[..tail]);
 }
 
 /// The usage so far on a streamed chunk (`stream_options.continuous_usage_stats`): a member
@@ -99,9 +102,7 @@ fn append_member(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
 #[inline]
 fn running_usage(out: &mut Vec<u8>, shape: &Shape, gen: &Generation) {
     if shape.extras.continuous_usage && shape.api == Api::Chat {
-        let mut u = Vec::with_capacity(80);
-        body::usage_json(&mut u, &gen.usage_so_far(), false);
-        append_member(out, b"usage", &u);
+        append_member(out, b"usage", |out| body::usage_json(out, &gen.usage_so_far(), false));
     }
 }
 
@@ -270,9 +271,7 @@ pub async fn stream(shape: Shape, mut gen: Generation, tx: local::Sender<Bytes>)
                     ),
                 }
                 running_usage(&mut out, &shape, &gen);
-                if shape.extras.worker_id {
-                    append_nvext(&mut out, shape.nvext(&gen, d.choice, false));
-                }
+                append_nvext(&mut out, shape.nvext(&gen, d.choice, false));
                 false
             }
             Some(Event::Finish { choice, reason, logprobs, .. }) => {
@@ -288,9 +287,7 @@ pub async fn stream(shape: Shape, mut gen: Generation, tx: local::Sender<Bytes>)
                     }
                 }
                 running_usage(&mut out, &shape, &gen);
-                if shape.extras.worker_id || shape.extras.timing {
-                    append_nvext(&mut out, shape.nvext(&gen, choice, true));
-                }
+                append_nvext(&mut out, shape.nvext(&gen, choice, true));
                 false
             }
             Some(Event::Done(usage)) => {

@@ -76,9 +76,6 @@ pub fn completion(r: &NvCreateCompletionRequest) -> Result<Option<GuidedDecoding
 /// A chat request's guided decoding: the explicit fields, `response_format`, `tool_choice`.
 pub fn chat(r: &NvCreateChatCompletionRequest) -> Result<Option<GuidedDecoding>, Error> {
     let e = explicit!(r);
-    if r.response_format.is_none() && r.tool_choice.is_none() && e.json.is_none() && !e.any() {
-        return Ok(None); // the common request: nothing to constrain
-    }
     let json = e.json.cloned().or_else(|| match &r.response_format {
         Some(ResponseFormat::JsonObject) => Some(json!({"type": "object"})),
         Some(ResponseFormat::JsonSchema { json_schema }) => {

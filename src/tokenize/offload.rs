@@ -78,22 +78,8 @@ impl Drop for Offload {
     }
 }
 
-/// Encode `text` inline when it is short, on the helper (started on first use by `helper`)
-/// otherwise.
-pub async fn encode(
-    inline: &Tokenizer,
-    helper: impl FnOnce() -> Result<std::rc::Rc<Offload>, String>,
-    text: String,
-    add_special_tokens: bool,
-) -> Result<Vec<u32>, String> {
-    match encode_short(inline, &text, add_special_tokens) {
-        Some(ids) => ids,
-        None => helper()?.encode_with(text, add_special_tokens).await,
-    }
-}
-
 /// `text` encoded inline when it is short enough for the shard; `None`: it is not (hand it
-/// to [`encode`]). Lets a caller skip making a future for the common case.
+/// to the helper, [`Offload::encode_with`]). A caller makes no future for the common case.
 pub fn encode_short(inline: &Tokenizer, text: &str, add_special_tokens: bool) -> Option<Result<Vec<u32>, String>> {
     if text.len() > INLINE_MAX_BYTES {
         return None;

@@ -1165,3 +1165,57 @@ fn router_queue_parks_requests_while_every_worker_is_prefill_busy() {
     second.stop();
     drop(ingest);
 }
+
+/// A request parked in the router queue whose client leaves is taken out of the queue at
+/// once, never reaches a worker, and counts as cancelled.
+#[test]
+fn a_parked_request_whose_client_leaves_leaves_the_queue() {
+    let dir = qwen3_dir();
+    let store = tempdir::Dir(std::env::temp_dir().join(format!("sy-e2e-queue-gone-{}", std::process::id())));
+    let _ = std::fs::remove_dir_all(&store.0);
+    std::fs::create_dir_all(&store.0).unwrap();
+    let worker = MockWorker::start(MockConfig {
+        ttft: Duration::from_millis(3000),
+        itl: Duration::from_millis(1),
+        model_name: "qwen3-mock".into(),
+        model_dir: Some(dir),
+        ..MockConfig::default()
+    })
+    .unwrap();
+    worker.register_file(&store.0).unwrap();
+    let cfg =
+        frontend_config(&["--discovery-backend", "file", "--router-mode", "kv", "--router-queue-threshold", "0.1"]);
+    let (server, control, ingest) = kv_frontend(&cfg, Backend::File(store.0.clone()));
+    assert!(wait_models(server.addr, |ids| !ids.is_empty()));
+    let s = Setup { server: Some(server), control: Some(control), worker, _store: store, script: Vec::new() };
+    let addr = s.server.as_ref().unwrap().addr;
+    let long = (0..500).map(|i| format!("a{i} ")).collect::<String>();
+    let body = |content: &str| serde_json::json!({"model": "qwen3-mock", "messages": [{"role": "user", "content": content}], "max_tokens": 2});
+    // The long prompt keeps the only worker prefill-busy for 3 s; the short one is parked.
+    let busy = open_chat(addr, &body(&long));
+    std::thread::sleep(Duration::from_millis(200));
+    let parked = open_chat(addr, &body("a short one"));
+    let queued = |text: &str, n: u32| text.contains(&format!("switchyard_kv_router_queued_requests {n}\n"));
+    let t0 = Instant::now();
+    while !queued(&scrape(&s), 1) {
+        assert!(t0.elapsed() < Duration::from_secs(2), "the short request was not parked");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    drop(parked);
+    let t0 = Instant::now();
+    let text = loop {
+        let text = scrape(&s);
+        if queued(&text, 0) {
+            break text;
+        }
+        assert!(t0.elapsed() < Duration::from_millis(1500), "the parked request stayed in the queue:\n{text}");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert_lines(&text, &[
+        "dynamo_frontend_requests_total{endpoint=\"chat_completions\",error_type=\"cancelled\",model=\"qwen3-mock\",request_type=\"unary\",status=\"error\"} 1".into(),
+    ]);
+    assert_eq!(s.worker.stats().frames, 1, "the parked request reached the worker");
+    drop(busy);
+    drop(s);
+    drop(ingest);
+}

@@ -208,7 +208,7 @@ fn startup_validations_exit_non_zero_with_messages() {
     let (code, err) = run(&["--bogus-flag"]);
     assert_eq!(code, Some(1));
     assert!(err.contains("Unknown arguments specified"), "{err}");
-    let (code, err) = run(&["--migration-limit", "2"]);
+    let (code, err) = run(&["--enable-anthropic-api"]);
     assert_eq!(code, Some(1));
-    assert!(err.contains("--migration-limit"), "an unbuilt option is named: {err}");
+    assert!(err.contains("--enable-anthropic-api"), "an unbuilt option is named: {err}");
 }

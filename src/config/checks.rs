@@ -54,6 +54,9 @@ const IMPLEMENTED: &[&str] = &[
     "active_decode_blocks_threshold",
     "active_prefill_tokens_threshold",
     "active_prefill_tokens_threshold_frac",
+    // Request migration (`infer::migrate`).
+    "migration_limit",
+    "migration_max_seq_len",
     // KServe gRPC on --http-port beside the OpenAI routes; ops routes also on the metrics port.
     "kserve_grpc_server",
     "grpc_metrics_port",

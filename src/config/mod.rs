@@ -137,8 +137,11 @@ pub struct Config {
     pub router_mode: settings::RouterMode,
     /// `--router-replica-sync`: share kv bookings with other routers.
     pub router_replica_sync: bool,
-    /// `--migration-limit` (reported per model in `/metrics`).
+    /// `--migration-limit`: how many times a request may move to another worker mid-answer
+    /// (also reported per model in `/metrics`).
     pub migration_limit: u32,
+    /// `--migration-max-seq-len`: no migration once prompt + generated tokens exceed it.
+    pub migration_max_seq_len: Option<u32>,
     pub pin_shards: bool,
     pub io_driver: IoDriver,
     pub header_read_timeout: Duration,
@@ -349,6 +352,7 @@ fn typed(parsed: Parsed, env: &dyn Fn(&str) -> Option<String>) -> Result<Config,
             .unwrap_or(settings::RouterMode::RoundRobin),
         router_replica_sync: boolean(p, "router_replica_sync"),
         migration_limit: u32::try_from(int(p, "migration_limit").unwrap_or(0).max(0)).unwrap_or(u32::MAX),
+        migration_max_seq_len: int(p, "migration_max_seq_len").and_then(|n| u32::try_from(n).ok()),
         pin_shards: boolean(p, "pin_shards"),
         io_driver,
         header_read_timeout: secs(p, "header_read_timeout_secs")?,
@@ -511,8 +515,8 @@ mod tests {
         assert_eq!(c.kv_cache_policy, settings::CachePolicy::Lru);
         let e = run(&["--router-host-cache-hit-weight", "0.5"], &[]).unwrap_err();
         assert!(e.message.contains("--router-host-cache-hit-weight 0.5"), "{}", e.message);
-        let e = run(&["--migration-limit", "3"], &[]).unwrap_err();
-        assert!(e.message.contains("--migration-limit 3"), "{}", e.message);
+        let c = run(&["--migration-limit", "3", "--migration-max-seq-len", "4096"], &[]).unwrap();
+        assert_eq!((c.migration_limit, c.migration_max_seq_len), (3, Some(4096)));
         let e = run(&[], &[("DYN_HTTP_SSE_KEEP_ALIVE_INTERVAL_MS", "100")]).unwrap_err();
         assert!(e.message.contains("DYN_HTTP_SSE_KEEP_ALIVE_INTERVAL_MS"));
         // Defaults given explicitly are fine.

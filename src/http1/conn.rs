@@ -23,6 +23,7 @@ use monoio::net::TcpStream;
 use super::parse::{Limits, Method};
 use super::request::{Assembler, Request, Step};
 use super::response::{write_chunk, write_head, write_response, DateCache, Response, CONTINUE, LAST_CHUNK};
+use super::watch::{self, Peer};
 use crate::error::{Error, Kind};
 use crate::shard::gate::{Gate, GateGuard};
 use crate::shard::local::Receiver;
@@ -99,7 +100,12 @@ pub async fn serve<S: Service>(
                     req.arrived_draining = arrived_draining;
                     let head_only = req.head.method == Method::Head;
                     let keep_alive = req.head.keep_alive;
-                    let mut resp = svc.call(req).await;
+                    // The client may leave while its answer is made: dropping the call cancels
+                    // the request (its worker is told to stop).
+                    let mut resp = monoio::select! {
+                        r = svc.call(req) => r,
+                        _ = watch::peer_gone(&stream) => return,
+                    };
                     close = !keep_alive || resp.close || gate.is_closed();
                     if let Some(chunks) = resp.take_stream() {
                         write_head(&mut out, &resp, close, true, date);
@@ -221,8 +227,11 @@ async fn read_some(
 
 /// Write what `out` holds, then every chunk of `chunks` as it arrives (each flushed at once:
 /// a streamed answer must not wait in a buffer), then the last chunk. Returns false when the
-/// client is gone; `out` comes back empty.
+/// client is gone (a write failed, or the peer closed while the producer was quiet); `out`
+/// comes back empty.
 async fn stream_body(stream: &mut TcpStream, mut out: Vec<u8>, mut chunks: Receiver<Bytes>) -> (bool, Vec<u8>) {
+    let look = monoio::time::sleep(watch::MAX_GAP);
+    let mut look = std::pin::pin!(look);
     loop {
         let (res, o) = stream.write_all(out).await;
         out = o;
@@ -230,7 +239,18 @@ async fn stream_body(stream: &mut TcpStream, mut out: Vec<u8>, mut chunks: Recei
         if res.is_err() {
             return (false, out);
         }
-        match chunks.recv().await {
+        let next = loop {
+            monoio::select! {
+                c = chunks.recv() => break c,
+                _ = &mut look => {
+                    if watch::peer(stream) == Peer::Gone {
+                        return (false, out);
+                    }
+                    look.as_mut().reset(monoio::time::Instant::now() + watch::MAX_GAP);
+                },
+            }
+        };
+        match next {
             Some(chunk) => {
                 write_chunk(&mut out, &chunk);
                 // Whatever else is already queued goes out in the same write.

@@ -5,6 +5,7 @@
 //!   read buffer without copying. No I/O.
 //! * [`response`]: response serialization and the per-shard `Date` cache. No I/O.
 //! * [`conn`]: the connection loop over a monoio `TcpStream`, driving a [`conn::Service`].
+//! * [`watch`]: noticing, without reading, a peer that closed while its answer is made.
 //!
 //! Called by `shard` (one task per accepted connection); calls only the service it is given.
 //! Must not depend on routing, models or workers.
@@ -13,6 +14,7 @@ pub mod conn;
 pub mod parse;
 pub mod request;
 pub mod response;
+pub mod watch;
 
 pub use conn::{ConnConfig, Service};
 pub use parse::{Limits, Method};

@@ -12,8 +12,9 @@
 //! * Text: the worker's OpenAI chunk objects, as [`Event::Chunk`];
 //! * Tensor: the worker's responses, as [`Event::Tensor`].
 //!
-//! A worker's error item ends the choice with [`Event::Error`] ([`worker_error`]). Dropping a
-//! choice drops its worker stream, which sends the worker `kill` unless the stream is over.
+//! A worker's error item ends the choice with [`Event::Error`] ([`worker_error`]), unless the
+//! failure is one a Tokens choice migrates away from ([`super::migrate`]). Dropping a choice
+//! drops its worker stream, which sends the worker `kill` unless the stream is over.
 
 use std::ops::Deref;
 use std::sync::Arc;
@@ -22,6 +23,7 @@ use std::time::{Duration, Instant};
 
 use super::dispatch::{self, Started};
 use super::logprobs::Logprobs;
+use super::migrate::Migration;
 use super::{Delta, Event, Finish, Text, Usage};
 use crate::error::{Error, Kind};
 use crate::plane::payload::{DynamoError, FinishReason as WireFinish};
@@ -69,6 +71,9 @@ pub(super) struct TokenState {
     logprobs: Option<(Logprobs, ShardTokenizer)>,
     prompt_tokens: u32,
     cached_tokens: Option<u32>,
+    /// The prompt count is settled: after a migration the next worker's count includes the
+    /// tokens generated before it, which are not prompt.
+    prompt_settled: bool,
 }
 
 impl TokenState {
@@ -84,6 +89,7 @@ impl TokenState {
             logprobs: logprobs.then(|| (Logprobs::default(), tok())),
             prompt_tokens,
             cached_tokens: None,
+            prompt_settled: false,
         }
     }
 
@@ -126,7 +132,7 @@ impl TokenState {
                     return Err(worker_error(&err));
                 }
                 let Some(out) = annotated.data else { return Ok(Step::Nothing) };
-                if let Some(u) = &out.completion_usage {
+                if let Some(u) = out.completion_usage.as_ref().filter(|_| !self.prompt_settled) {
                     self.prompt_tokens = u.prompt_tokens;
                     if let Some(c) = u.prompt_tokens_details.as_ref().and_then(|d| d.cached_tokens) {
                         self.cached_tokens = Some(c);
@@ -282,14 +288,23 @@ pub(super) struct Choice {
     queued: Option<Event>,
     done: bool,
     frame: Option<Frame>,
+    /// How to continue on another worker, while that is possible (Tokens choices with
+    /// `--migration-limit`).
+    migration: Option<Box<Migration>>,
 }
 
 impl Choice {
-    pub(super) fn new(index: u32, started: Started, mode: Mode, echo: Option<String>) -> Choice {
+    pub(super) fn new(
+        index: u32,
+        started: Started,
+        mode: Mode,
+        echo: Option<String>,
+        migration: Option<Box<Migration>>,
+    ) -> Choice {
         let queued = echo
             .filter(|t| !t.is_empty())
             .map(|text| Event::Delta(Delta { choice: index, text: Text::from(text.as_str()), logprobs: Vec::new() }));
-        Choice { index, started, mode, queued, done: false, frame: None }
+        Choice { index, started, mode, queued, done: false, frame: None, migration }
     }
 
     /// Whether an event waits to be handed out without reading the worker.
@@ -323,7 +338,35 @@ impl Choice {
             return Poll::Ready(None);
         }
         loop {
+            if let Some(m) = self.migration.as_mut().filter(|m| m.resending()) {
+                match std::task::ready!(m.poll_resend(cx)) {
+                    Ok(started) => {
+                        self.started = started;
+                        if let Mode::Tokens(t) = &mut self.mode {
+                            t.prompt_settled = true;
+                        }
+                        continue;
+                    }
+                    Err(e) => {
+                        crate::log::warn(&format!("no worker to continue the answer on: {e}"));
+                        self.done = true;
+                        let e = Error::new(Kind::ServiceUnavailable, "Service temporarily unavailable");
+                        return Poll::Ready(Some(Event::Error(e)));
+                    }
+                }
+            }
             let event = std::task::ready!(self.started.poll_next(cx));
+            if let Some(m) = self.migration.as_mut() {
+                if let Some(Ok(StreamEvent::Item(StreamItem::Tokens(a)))) = &event {
+                    if let Some(out) = a.data.as_ref().filter(|_| a.error.is_none()) {
+                        m.received(&out.token_ids);
+                    }
+                }
+                if m.on_failure(&event, self.started.worker) {
+                    self.started.release();
+                    continue;
+                }
+            }
             if let Some(out) = self.step(event) {
                 return Poll::Ready(out);
             }

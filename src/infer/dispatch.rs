@@ -22,7 +22,7 @@ use crate::registry::{Serving, Worker};
 use crate::router::kv::select::Booking;
 use crate::router::{InFlight, Mode};
 use crate::shard::ShardCtx;
-use crate::transport::callback::{new_uuid, ResponseStream, StreamItem};
+use crate::transport::callback::{ResponseStream, StreamItem};
 use crate::transport::client::{RequestBody, TransportError};
 
 /// How long a worker may take to call back after acknowledging a request (1.6.1 waits
@@ -37,19 +37,28 @@ pub type Event = Option<Result<StreamEvent<StreamItem>, TransportError>>;
 
 /// A request a worker has started answering.
 pub struct Started {
+    /// The request id every worker it is sent to is given (a retry or a migration keeps it).
+    pub request: u128,
     /// The subject the worker answers on (also the response id's suffix).
     pub request_id: String,
     /// The instance id of the worker answering.
     pub worker: u64,
     /// Counts the request against its worker until the answer ends (held, never read).
-    _in_flight: InFlight,
+    in_flight: Option<InFlight>,
     /// The kv router's booking of the request on its worker, released with the answer.
-    _booking: Option<Booking>,
+    booking: Option<Booking>,
     stream: ResponseStream,
     first: Option<Event>,
 }
 
 impl Started {
+    /// The worker failed: release its count and booking now (the request is about to be
+    /// booked elsewhere under the same id).
+    pub fn release(&mut self) {
+        self.in_flight = None;
+        self.booking = None;
+    }
+
     /// The next event, beginning with the one dispatch waited for (the worker has connected
     /// by then, so no call-back deadline is left to keep).
     pub fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Event> {
@@ -63,12 +72,17 @@ impl Started {
 /// What a failed attempt means for the worker; true: try another one. `from_stream`: the
 /// error came from the worker's response stream, so a protocol error is the worker's (one
 /// in sending is ours: e.g. a request over the size limit, which no worker would take).
-fn on_failure(ctx: &ShardCtx, worker: &Worker, e: &TransportError, from_stream: bool) -> bool {
+fn on_failure(ctx: &ShardCtx, model: &str, worker: &Worker, e: &TransportError, from_stream: bool) -> bool {
     let retry = e.is_retryable()
         || matches!(e, TransportError::AckTimeout { .. } | TransportError::CallbackTimeout { .. })
         || (from_stream && matches!(e, TransportError::Plane(_)));
     if retry && !e.is_overloaded() {
         ctx.router.inhibit(worker.instance_id);
+    }
+    if retry {
+        // 1.6.1 counts these as migrations of a new request, whatever its migration limit.
+        let index = ctx.metrics.model_index(model);
+        ctx.metrics.with_model(index, |m| m.migrations[0] += 1);
     }
     crate::log::warn(&format!("worker {:x} failed before answering: {e}", worker.instance_id));
     retry
@@ -102,7 +116,8 @@ fn pick(
     Ok(ctx.router.pick(&serving.workers, pinned, tried)?.map(|i| (i, None)))
 }
 
-/// Send `wire` to a worker of `serving` and wait for its first item. In `--router-mode kv`
+/// Send `wire` as request `request` (its id on every worker tried) to a worker of `serving`
+/// and wait for its first item. In `--router-mode kv`
 /// the prompt's token ids (when the frontend tokenized it) choose the worker and its rank,
 /// which is written into `wire`.
 pub async fn dispatch<B: RequestBody>(
@@ -111,7 +126,9 @@ pub async fn dispatch<B: RequestBody>(
     serving: &Serving,
     pinned: Option<u64>,
     wire: &mut B,
+    request: u128,
 ) -> Result<Started, Error> {
+    let request_id = crate::util::format_uuid(request);
     let mut tried: smallvec::SmallVec<[u64; MAX_ATTEMPTS]> = smallvec::SmallVec::new();
     let mut last: Option<TransportError> = None;
     if let (Some(tokens), None, Mode::Kv) = (wire.prompt_tokens(), pinned, ctx.router.mode()) {
@@ -119,8 +136,6 @@ pub async fn dispatch<B: RequestBody>(
         ctx.kv.wait_for_room(&serving.workers, &usable, &serving.limits, tokens.len()).await;
     }
     while tried.len() < MAX_ATTEMPTS {
-        let request = new_uuid();
-        let request_id = crate::util::format_uuid(request);
         let Some((i, kv)) = pick(ctx, serving, pinned, &tried, wire.prompt_tokens(), request)? else { break };
         let mut booking = kv.map(|(rank, booking)| {
             wire.set_dp_rank(rank);
@@ -134,7 +149,7 @@ pub async fn dispatch<B: RequestBody>(
         let mut stream = match sent {
             Ok(s) => s,
             Err(e) => {
-                if !on_failure(ctx, &worker, &e, false) {
+                if !on_failure(ctx, model, &worker, &e, false) {
                     return Err(e.into());
                 }
                 last = Some(e);
@@ -149,7 +164,7 @@ pub async fn dispatch<B: RequestBody>(
         };
         match first {
             Some(Err(e)) => {
-                if !on_failure(ctx, &worker, &e, true) {
+                if !on_failure(ctx, model, &worker, &e, true) {
                     return Err(e.into());
                 }
                 last = Some(e);
@@ -159,10 +174,11 @@ pub async fn dispatch<B: RequestBody>(
                     b.prefill_done();
                 }
                 return Ok(Started {
+                    request,
                     request_id,
                     worker: worker.instance_id,
-                    _in_flight: in_flight,
-                    _booking: booking,
+                    in_flight: Some(in_flight),
+                    booking,
                     stream,
                     first: Some(first),
                 });

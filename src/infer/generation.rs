@@ -25,6 +25,7 @@ use smallvec::SmallVec;
 
 use super::choice::{Choice, Frame, Mode, ShardTokenizer, TokenState};
 use super::dispatch::dispatch;
+use super::migrate::Migration;
 use super::preprocess;
 use super::request::{AnnotationKind, InferRequest, Input};
 use super::resolve::{ModelKind, Resolved};
@@ -34,6 +35,7 @@ use crate::error::{Error, Kind};
 use crate::metrics::Outcome;
 use crate::registry::Serving;
 use crate::shard::{local, ShardCtx};
+use crate::transport::callback::new_uuid;
 
 /// The events of a started request.
 pub struct Generation {
@@ -140,12 +142,6 @@ impl Generation {
     /// writing a stream sends what it has rendered only when nothing more is ready).
     pub fn ready(&self) -> bool {
         !self.queue.is_empty() || matches!(&self.source, Source::One(c) if c[0].has_queued())
-    }
-
-    /// The client went away: counted in `disconnected_clients`; drop the generation next
-    /// (the request then counts as cancelled and its workers are sent `kill`).
-    pub fn client_gone(&self) {
-        self.track.client_gone();
     }
 
     /// The adapter found the answer unusable (a worker response it cannot convert): the
@@ -385,8 +381,8 @@ async fn choices(
             };
             let mut wire = *wire;
             *sent = Instant::now();
-            let started = dispatch(ctx, model, serving, req.pinned, &mut wire).await?;
-            Ok((vec![Choice::new(0, started, Mode::Tensors, None)], annotations))
+            let started = dispatch(ctx, model, serving, req.pinned, &mut wire, new_uuid()).await?;
+            Ok((vec![Choice::new(0, started, Mode::Tensors, None, None)], annotations))
         }
         ModelKind::Text => {
             let Some(body) = req.forward.take() else {
@@ -396,8 +392,8 @@ async fn choices(
             let mut v = serde_json::from_slice::<serde_json::Value>(&body)
                 .map_err(|e| Error::new(Kind::BadRequest, format!("Failed to deserialize the JSON body: {e}")))?;
             *sent = Instant::now();
-            let started = dispatch(ctx, model, serving, req.pinned, &mut v).await?;
-            Ok((vec![Choice::new(0, started, Mode::Chunks, None)], annotations))
+            let started = dispatch(ctx, model, serving, req.pinned, &mut v, new_uuid()).await?;
+            Ok((vec![Choice::new(0, started, Mode::Chunks, None, None)], annotations))
         }
         ModelKind::Tokens(tokens) => {
             let asked = AnnotationKind::asked(&req.annotations);
@@ -433,9 +429,11 @@ async fn choices(
             if prepared.prompts.len() == 1 && n == 1 {
                 let mut p = prepared.prompts.into_iter().next().expect("one prompt");
                 let prompt_tokens = p.wire.token_ids.len() as u32;
-                let started = dispatch(ctx, model, serving, req.pinned, &mut *p.wire).await?;
+                let started = dispatch(ctx, model, serving, req.pinned, &mut *p.wire, new_uuid()).await?;
+                let migration = Migration::new(ctx, serving, p.wire, req.pinned.is_some(), started.request);
                 // The only choice: it takes the stop conditions rather than a copy.
-                return Ok((vec![Choice::new(0, started, state(prompt_tokens, prepared.stop), p.echo)], annotations));
+                let choice = Choice::new(0, started, state(prompt_tokens, prepared.stop), p.echo, migration);
+                return Ok((vec![choice], annotations));
             }
             // Several choices: dispatched side by side, each on its own task.
             let mut pending = Vec::new();
@@ -448,8 +446,8 @@ async fn choices(
                     let index = i as u32 * n + sample;
                     let (ctx, serving, pinned) = (ctx.clone(), serving.clone(), req.pinned);
                     let handle = monoio::spawn(async move {
-                        let r = dispatch(&ctx, &serving.name, &serving, pinned, &mut *wire).await;
-                        (r, wire.token_ids.len() as u32)
+                        let r = dispatch(&ctx, &serving.name, &serving, pinned, &mut *wire, new_uuid()).await;
+                        (r, wire)
                     });
                     pending.push((index, handle, p.echo.clone()));
                 }
@@ -458,8 +456,10 @@ async fn choices(
             let mut failed = None;
             for (index, handle, echo) in pending {
                 match handle.await {
-                    (Ok(started), prompt_tokens) => {
-                        out.push(Choice::new(index, started, state(prompt_tokens, prepared.stop.clone()), echo))
+                    (Ok(started), wire) => {
+                        let mode = state(wire.token_ids.len() as u32, prepared.stop.clone());
+                        let migration = Migration::new(ctx, serving, wire, req.pinned.is_some(), started.request);
+                        out.push(Choice::new(index, started, mode, echo, migration))
                     }
                     (Err(e), _) => failed = failed.or(Some(e)),
                 }

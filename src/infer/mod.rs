@@ -27,6 +27,7 @@ pub mod choice;
 pub mod dispatch;
 pub mod generation;
 pub mod logprobs;
+pub mod migrate;
 pub mod preprocess;
 pub mod request;
 pub mod resolve;

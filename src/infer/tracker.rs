@@ -66,11 +66,6 @@ impl Tracker {
         self.detokenize += took;
     }
 
-    /// The client went away before the end of its streamed answer.
-    pub(super) fn client_gone(&self) {
-        self.ctx.metrics.client_disconnected();
-    }
-
     /// A worker frame that arrived at `now` carried `n` tokens: TTFT (and ISL) on the first,
     /// ITL after.
     pub(super) fn tokens(&mut self, now: Instant, n: usize, prompt_tokens: u32) {
@@ -121,6 +116,11 @@ impl Tracker {
 
 impl Drop for Tracker {
     fn drop(&mut self) {
+        // Dropped before its outcome: nobody is waiting for the answer any more (the client
+        // closed, reset its stream or cancelled its call).
+        if !self.finished {
+            self.ctx.metrics.client_disconnected();
+        }
         self.finish(Outcome::Cancelled, None);
         self.ctx.metrics.with_model(self.model, |m| m.end());
     }

@@ -300,11 +300,6 @@ impl Pieces {
         None
     }
 
-    /// The client went away: counted; dropping the pieces next cancels the request.
-    pub fn client_gone(&self) {
-        self.gen.client_gone();
-    }
-
     /// The whole answer: every piece's text, and the finish reason.
     pub async fn whole(mut self) -> Result<Piece, Error> {
         let mut all = Piece::default();

@@ -46,7 +46,7 @@ use grpc::{decode, frame, Decoder, Encoding};
 pub const SERVICE: &str = "/inference.GRPCInferenceService/";
 
 /// Serve one gRPC call.
-pub async fn serve(ctx: &Rc<ShardCtx>, req: http::Request<RecvStream>, respond: SendResponse<Bytes>) {
+pub async fn serve(ctx: &Rc<ShardCtx>, req: http::Request<RecvStream>, mut respond: SendResponse<Bytes>) {
     let (parts, mut recv) = req.into_parts();
     if !ctx.shared.config.kserve_grpc {
         let e = Error::new(Kind::NotImplemented, "the KServe gRPC service is off (start with --kserve-grpc-server)");
@@ -76,12 +76,13 @@ pub async fn serve(ctx: &Rc<ShardCtx>, req: http::Request<RecvStream>, respond: 
     let result = monoio::select! {
         r = answer => r,
         _ = grpc::until(call.deadline) => Err(Some(grpc::expired())),
+        // A cancelled call (RST_STREAM) drops the answer: the request is cancelled at its worker.
+        _ = std::future::poll_fn(|cx| respond.poll_reset(cx)) => Err(None),
     };
     match result {
         Ok(result) => grpc::unary(respond, result).await,
         Err(Some(e)) => grpc::fail(respond, &e),
         Err(None) if malformed() => {
-            let mut respond = respond;
             respond.send_reset(h2::Reason::PROTOCOL_ERROR);
         }
         Err(None) => {}

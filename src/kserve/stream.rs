@@ -196,7 +196,14 @@ async fn one(ctx: Rc<ShardCtx>, msg: Bytes, tx: local::Sender<ModelStreamInferRe
     }
     let mut pieces = pieces;
     let mut finished = false;
-    while let Some(next) = pieces.next().await {
+    loop {
+        // The client may reset the call while the worker is quiet.
+        let next = monoio::select! {
+            n = pieces.next() => n,
+            // Dropping the pieces cancels the request (counted as a client gone).
+            _ = tx.closed() => return,
+        };
+        let Some(next) = next else { break };
         let msg = match next {
             Ok(piece) => {
                 finished = !piece.finish.is_empty();
@@ -208,7 +215,6 @@ async fn one(ctx: Rc<ShardCtx>, msg: Bytes, tx: local::Sender<ModelStreamInferRe
             }
         };
         if tx.send(msg).is_err() {
-            pieces.client_gone();
             return;
         }
     }

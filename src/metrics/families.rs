@@ -1,5 +1,5 @@
 //! Dynamo 1.6.1's per-request families (`requests_total`, `requests_started_total`,
-//! `inflight_requests`, `active_requests`, `queued_requests`, `output_tokens_total` and the
+//! `model_cancellation_total`, `inflight_requests`, `active_requests`, `queued_requests`, `output_tokens_total` and the
 //! latency / length histograms), kept per model in a shard-local table.
 //!
 //! A request interns its model name once ([`super::ShardMetrics::model_index`]) and records
@@ -102,6 +102,11 @@ pub struct ModelStats {
     /// Requests between the handler's entry and the end of their response.
     pub active: i64,
     pub output_tokens: u64,
+    /// Migratable worker failures (`migration_total`), by `migration_type`: a request not
+    /// yet answering (retried elsewhere) and an answer under way.
+    pub migrations: [u64; 2],
+    /// Requests that stopped migrating for `--migration-max-seq-len`.
+    pub migration_max_seq_len_exceeded: u64,
     pub ttft: Histogram,
     pub itl: Histogram,
     pub duration: Histogram,
@@ -118,6 +123,8 @@ impl Default for ModelStats {
             inflight: 0,
             active: 0,
             output_tokens: 0,
+            migrations: [0; 2],
+            migration_max_seq_len_exceeded: 0,
             ttft: Histogram::new(TTFT_BUCKETS),
             itl: Histogram::new(ITL_BUCKETS),
             duration: Histogram::new(DURATION_BUCKETS),
@@ -141,6 +148,9 @@ impl ModelStats {
         self.inflight += o.inflight;
         self.active += o.active;
         self.output_tokens += o.output_tokens;
+        self.migrations[0] += o.migrations[0];
+        self.migrations[1] += o.migrations[1];
+        self.migration_max_seq_len_exceeded += o.migration_max_seq_len_exceeded;
         self.ttft.merge(&o.ttft);
         self.itl.merge(&o.itl);
         self.duration.merge(&o.duration);
@@ -278,6 +288,51 @@ pub fn render(blocks: &mut Blocks, prefix: &str, models: &BTreeMap<String, Model
         let out = block(blocks, &name, "counter", "Total number of output tokens generated (updates in real-time)");
         for (model, m) in models.iter().filter(|(_, m)| m.output_tokens > 0) {
             let _ = writeln!(out, "{name}{{model=\"{}\"}} {}", escape(model), m.output_tokens);
+        }
+    }
+
+    let name = format!("{prefix}_model_migration_total");
+    if models.values().any(|m| m.migrations.iter().any(|n| *n > 0)) {
+        let out = block(blocks, &name, "counter", "Total number of request migrations due to worker unavailability");
+        for (t, kind) in ["new_request", "ongoing_request"].iter().enumerate() {
+            for (model, m) in models.iter().filter(|(_, m)| m.migrations[t] > 0) {
+                let _ = writeln!(
+                    out,
+                    "{name}{{migration_type=\"{kind}\",model=\"{}\"}} {}",
+                    escape(model),
+                    m.migrations[t]
+                );
+            }
+        }
+    }
+    let name = format!("{prefix}_model_migration_max_seq_len_exceeded_total");
+    if models.values().any(|m| m.migration_max_seq_len_exceeded > 0) {
+        let help = "Total number of times migration was disabled by max_seq_len limit";
+        let out = block(blocks, &name, "counter", help);
+        for (model, m) in models.iter().filter(|(_, m)| m.migration_max_seq_len_exceeded > 0) {
+            let _ = writeln!(out, "{name}{{model=\"{}\"}} {}", escape(model), m.migration_max_seq_len_exceeded);
+        }
+    }
+
+    // Requests whose client went away (`requests_total{error_type="cancelled"}` again, under
+    // the family 1.6.1 counts them in).
+    let cancelled = Outcome::Cancelled as usize;
+    if models.values().any(|m| m.finished.iter().flatten().any(|t| t[cancelled] > 0)) {
+        let name = format!("{prefix}_model_cancellation_total");
+        let out = block(blocks, &name, "counter", "Total number of request cancellations");
+        for (e, ep) in ENDPOINTS.iter().enumerate() {
+            for (model, m) in models {
+                for (t, rt) in REQUEST_TYPES.iter().enumerate() {
+                    let n = m.finished[e][t][cancelled];
+                    if n > 0 {
+                        let _ = writeln!(
+                            out,
+                            "{name}{{endpoint=\"{ep}\",model=\"{}\",request_type=\"{rt}\"}} {n}",
+                            escape(model)
+                        );
+                    }
+                }
+            }
         }
     }
 

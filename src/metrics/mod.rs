@@ -17,8 +17,9 @@
 //!   and latency histograms; requests for a missing or unknown model are `unknown_model`;
 //! * `failures_total{class,reason}`: every request that ends in an error, whether as an error
 //!   response or as an error event in a stream already started, by [`Failure`];
-//! * `disconnected_clients`: how many clients went away before the end of their streamed
-//!   answer, **since start** (Dynamo types it a gauge; it only ever grows here);
+//! * `disconnected_clients`: how many clients went away before the end of their answer,
+//!   streamed or not (as 1.6.1 counts them), **since start** (Dynamo types it a gauge; it
+//!   only ever grows here);
 //! * `model_*`: one sample per model of the scraping shard's Registry snapshot ([`ServedModel`]),
 //!   under its primary name (not again for each alias);
 //! * `switchyard_discovery_records_skipped{bucket}`: records the Registry snapshot's discovery

@@ -13,6 +13,7 @@
 //! error event and `[DONE]`. The client going away (the stream's receiver dropped) drops the
 //! generation, which cancels its workers.
 
+use std::future::poll_fn;
 use std::io::Write as _;
 
 use bytes::Bytes;
@@ -245,11 +246,10 @@ pub async fn stream(shape: Shape, mut gen: Generation, tx: local::Sender<Bytes>)
     let chunk_capacity = 192 + id.len() + shape.served.name.len();
     let mut out = Vec::with_capacity(chunk_capacity);
     loop {
-        let event = gen.next().await;
-        if tx.is_closed() {
-            gen.client_gone();
-            return; // dropping the generation sends `kill`
-        }
+        // The client may leave while the worker is quiet: its receiver's end wakes this.
+        let Some(event) = poll_fn(|cx| tx.poll_unless_closed(cx, |cx| gen.poll_next(cx))).await else {
+            return; // dropping the generation counts the client gone and sends `kill`
+        };
         let end = match event {
             Some(Event::Delta(d)) => {
                 let first = first_chunk(&mut started, d.choice);
@@ -324,7 +324,6 @@ pub async fn stream(shape: Shape, mut gen: Generation, tx: local::Sender<Bytes>)
         if !gen.ready() && !out.is_empty() {
             let full = std::mem::replace(&mut out, Vec::with_capacity(chunk_capacity));
             if tx.send(full.into()).is_err() {
-                gen.client_gone();
                 return;
             }
         }

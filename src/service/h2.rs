@@ -5,8 +5,9 @@
 //! ([`Request::synthetic`]: same limits, same parser), answered by [`Frontend`]'s
 //! [`Service::call`], and its [`Response`] is written back as HTTP/2: a whole body as DATA
 //! within flow control, a streamed one (SSE) one DATA frame per produced chunk. A stream the
-//! client resets (RST_STREAM) drops the producer's receiver, which cancels the worker request
-//! as a closed HTTP/1.1 connection does.
+//! client resets (RST_STREAM), before its answer is ready or while it streams, drops the call
+//! or the producer's receiver, which cancels the worker request as a closed HTTP/1.1
+//! connection does.
 
 use std::rc::Rc;
 
@@ -19,7 +20,7 @@ use crate::h2::body::{self, ReadError};
 use crate::http1::{Body, Request, Response, Service};
 
 impl crate::h2::Handler for Frontend {
-    async fn stream(self: Rc<Self>, req: http::Request<RecvStream>, respond: SendResponse<Bytes>) {
+    async fn stream(self: Rc<Self>, req: http::Request<RecvStream>, mut respond: SendResponse<Bytes>) {
         // A stream counts as a request in flight for the shard's drain.
         let _in_flight = self.ctx.gate.enter();
         let draining = self.ctx.gate.is_closed();
@@ -39,7 +40,12 @@ impl crate::h2::Handler for Frontend {
             Ok(bytes) => match to_request(&parts, bytes, &limits) {
                 Ok(mut r) => {
                     r.arrived_draining = draining;
-                    self.call(r).await
+                    // A stream reset (or its connection lost) while the answer is made drops
+                    // the call, which cancels the request at its worker.
+                    monoio::select! {
+                        resp = self.call(r) => resp,
+                        _ = std::future::poll_fn(|cx| respond.poll_reset(cx)) => return,
+                    }
                 }
                 Err(e) => Response::error(&e),
             },

@@ -3,8 +3,9 @@
 //! Used where two tasks of the same shard hand values to each other, e.g. a request's pipeline
 //! producing the chunks of a streamed response while the connection task writes them. The
 //! receiver learns when every sender is gone (`recv` → `None`); a sender learns when the
-//! receiver is gone (`send` → `Err`, `is_closed`), which is how a client disconnect reaches
-//! the pipeline (and from there the worker, as a `kill`).
+//! receiver is gone (`send` → `Err`, `is_closed`, or woken by `closed` while it waits for
+//! something to send), which is how a client disconnect reaches the pipeline (and from there
+//! the worker, as a `kill`) even while the worker is quiet.
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -12,11 +13,15 @@ use std::future::poll_fn;
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
+use smallvec::SmallVec;
+
 struct Shared<T> {
     queue: VecDeque<T>,
     waker: Option<Waker>,
     senders: usize,
     receiver_alive: bool,
+    /// Senders waiting for the receiver to go ([`Sender::poll_closed`]).
+    closed_wakers: SmallVec<[Waker; 1]>,
 }
 
 /// The sending half; cheap to clone.
@@ -27,8 +32,13 @@ pub struct Receiver<T>(Rc<RefCell<Shared<T>>>);
 
 /// A new channel.
 pub fn channel<T>() -> (Sender<T>, Receiver<T>) {
-    let shared =
-        Rc::new(RefCell::new(Shared { queue: VecDeque::new(), waker: None, senders: 1, receiver_alive: true }));
+    let shared = Rc::new(RefCell::new(Shared {
+        queue: VecDeque::new(),
+        waker: None,
+        senders: 1,
+        receiver_alive: true,
+        closed_wakers: SmallVec::new(),
+    }));
     (Sender(shared.clone()), Receiver(shared))
 }
 
@@ -49,6 +59,37 @@ impl<T> Sender<T> {
     /// Whether the receiver is gone (nobody will read what is sent).
     pub fn is_closed(&self) -> bool {
         !self.0.borrow().receiver_alive
+    }
+
+    /// Ready once the receiver is gone; `Pending` registers the task to be woken then.
+    pub fn poll_closed(&self, cx: &mut Context<'_>) -> Poll<()> {
+        let mut s = self.0.borrow_mut();
+        if !s.receiver_alive {
+            return Poll::Ready(());
+        }
+        if !s.closed_wakers.iter().any(|w| w.will_wake(cx.waker())) {
+            s.closed_wakers.push(cx.waker().clone());
+        }
+        Poll::Pending
+    }
+
+    /// Resolves once the receiver is gone.
+    pub async fn closed(&self) {
+        poll_fn(|cx| self.poll_closed(cx)).await
+    }
+
+    /// `poll` (the producer's next value) unless the receiver is gone: `Ready(None)` then,
+    /// whether or not `poll` was ready.
+    pub fn poll_unless_closed<R>(
+        &self,
+        cx: &mut Context<'_>,
+        poll: impl FnOnce(&mut Context<'_>) -> Poll<R>,
+    ) -> Poll<Option<R>> {
+        match poll(cx) {
+            Poll::Ready(_) if self.is_closed() => Poll::Ready(None),
+            Poll::Ready(r) => Poll::Ready(Some(r)),
+            Poll::Pending => self.poll_closed(cx).map(|()| None),
+        }
     }
 }
 
@@ -103,6 +144,9 @@ impl<T> Drop for Receiver<T> {
         let mut s = self.0.borrow_mut();
         s.receiver_alive = false;
         s.queue.clear();
+        for w in s.closed_wakers.drain(..) {
+            w.wake();
+        }
     }
 }
 
@@ -137,5 +181,23 @@ mod tests {
         drop(rx);
         assert!(tx.is_closed());
         assert_eq!(tx.send(3), Err(3));
+    }
+
+    #[test]
+    fn a_waiting_sender_is_woken_when_the_receiver_goes() {
+        let mut rt = monoio::RuntimeBuilder::<monoio::LegacyDriver>::new().enable_timer().build().unwrap();
+        rt.block_on(async {
+            let (tx, rx) = channel::<u32>();
+            let tx2 = tx.clone();
+            let waiting = monoio::spawn(async move {
+                // Waits for a value that never comes: the receiver's end wakes it.
+                poll_fn(|cx| tx2.poll_unless_closed(cx, |_| Poll::<u32>::Pending)).await
+            });
+            let also = monoio::spawn(async move { tx.closed().await });
+            monoio::time::sleep(std::time::Duration::from_millis(5)).await;
+            drop(rx);
+            assert_eq!(waiting.await, None);
+            also.await;
+        });
     }
 }

@@ -242,6 +242,16 @@ pub(crate) struct Shared {
     pub(crate) conn_threads: Mutex<Vec<JoinHandle<()>>>,
     /// Request streams still running.
     pub(crate) active_streams: AtomicUsize,
+    /// Every Tokens request received, in order.
+    pub(crate) received: Mutex<Vec<Received>>,
+}
+
+/// What a Tokens request asked for (kept so a test can see what a worker was sent).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Received {
+    pub request_id: String,
+    pub token_ids: Vec<u32>,
+    pub max_tokens: Option<u32>,
 }
 
 /// A running mock worker. Dropping it stops it.
@@ -277,6 +287,7 @@ impl MockWorker {
             next_conn: AtomicU64::new(0),
             conn_threads: Mutex::new(Vec::new()),
             active_streams: AtomicUsize::new(0),
+            received: Mutex::new(Vec::new()),
         });
         let s = Arc::clone(&shared);
         let acceptor = std::thread::Builder::new()
@@ -323,6 +334,11 @@ impl MockWorker {
             killed: l(&c.killed),
             stream_errors: l(&c.stream_errors),
         }
+    }
+
+    /// Every Tokens request received so far, in order.
+    pub fn received(&self) -> Vec<Received> {
+        self.shared.received.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// Stops the worker: deletes registered files and etcd keys (then revokes the lease),

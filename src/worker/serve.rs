@@ -141,6 +141,11 @@ fn start_request(shared: &Arc<Shared>, frame: &RequestFrame) -> Result<(), Strin
     let (prompt_tokens, tokens, finish, text_model, text_completion, logprobs) = match cfg.model_input {
         MockInput::Tokens => {
             let req: PreprocessedRequest = codec.decode(tp.body).map_err(|e| e.to_string())?;
+            shared.received.lock().unwrap_or_else(|e| e.into_inner()).push(super::Received {
+                request_id: ctrl.id.clone(),
+                token_ids: req.token_ids.clone(),
+                max_tokens: req.stop_conditions.max_tokens,
+            });
             let sc = &req.stop_conditions;
             let (tokens, finish) = plan_tokens(
                 cfg,

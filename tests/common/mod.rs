@@ -104,7 +104,7 @@ impl Resp {
     }
 }
 
-/// A client connection that reads Content-Length framed responses.
+/// A client connection that reads responses (Content-Length framed or chunked).
 pub struct Client {
     pub stream: TcpStream,
     buf: Vec<u8>,
@@ -153,6 +153,10 @@ impl Client {
             })
             .collect();
         self.buf.drain(..end);
+        let chunked = headers.iter().any(|(n, v)| n.eq_ignore_ascii_case("transfer-encoding") && v == "chunked");
+        if chunked && !head_only {
+            return Resp { status, headers, body: self.read_chunks() };
+        }
         let len: usize = if head_only || status == 100 {
             0
         } else {
@@ -167,6 +171,29 @@ impl Client {
         }
         let body = self.buf.drain(..len).collect();
         Resp { status, headers, body }
+    }
+
+    /// A chunked body, decoded.
+    fn read_chunks(&mut self) -> Vec<u8> {
+        let mut body = Vec::new();
+        loop {
+            let line_end = loop {
+                if let Some(i) = self.buf.windows(2).position(|w| w == b"\r\n") {
+                    break i;
+                }
+                assert!(self.fill() > 0, "connection closed inside a chunked body");
+            };
+            let size = std::str::from_utf8(&self.buf[..line_end]).unwrap().trim().to_string();
+            let n = usize::from_str_radix(&size, 16).unwrap();
+            while self.buf.len() < line_end + 2 + n + 2 {
+                assert!(self.fill() > 0, "connection closed inside a chunk");
+            }
+            body.extend_from_slice(&self.buf[line_end + 2..line_end + 2 + n]);
+            self.buf.drain(..line_end + 2 + n + 2);
+            if n == 0 {
+                return body;
+            }
+        }
     }
 
     pub fn read_response(&mut self) -> Resp {

@@ -14,12 +14,17 @@ pub struct Stack {
     server: Option<Server>,
     control: Option<Control>,
     pub worker: MockWorker,
+    /// More workers of the same model ([`Stack::start_many`]).
+    pub others: Vec<MockWorker>,
     store: PathBuf,
 }
 
 impl Drop for Stack {
     fn drop(&mut self) {
         stop_all(self.control.take(), self.server.take(), &mut self.worker);
+        for w in &mut self.others {
+            w.stop();
+        }
         let _ = std::fs::remove_dir_all(&self.store);
     }
 }
@@ -40,17 +45,27 @@ impl Stack {
     /// frontend with `--discovery-backend file` and `args`/`env`, and wait until both shards
     /// list the model.
     pub fn start(tag: &str, mock: MockConfig, args: &[&str], env: &[(&str, &str)]) -> Stack {
+        Stack::start_many(tag, vec![mock], args, env)
+    }
+
+    /// As [`Stack::start`] with one worker per configuration (the first is `worker`, the
+    /// others `others`), all registered before the frontend starts.
+    pub fn start_many(tag: &str, mocks: Vec<MockConfig>, args: &[&str], env: &[(&str, &str)]) -> Stack {
         let store = std::env::temp_dir().join(format!("sy-stack-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&store);
         std::fs::create_dir_all(&store).unwrap();
-        let worker = MockWorker::start(mock).unwrap();
-        worker.register_file(&store).unwrap();
+        let mut workers: Vec<MockWorker> = mocks.into_iter().map(|m| MockWorker::start(m).unwrap()).collect();
+        for w in &workers {
+            w.register_file(&store).unwrap();
+        }
+        let worker = workers.remove(0);
+        let others = workers;
         let mut all = vec!["--discovery-backend", "file"];
         all.extend_from_slice(args);
         let cfg = Arc::new(super::config(&all, env));
         let server = switchyard::service::start(cfg.clone()).unwrap();
         let control = Control::start(&cfg, &server, Backend::File(store.clone())).unwrap();
-        let s = Stack { server: Some(server), control: Some(control), worker, store };
+        let s = Stack { server: Some(server), control: Some(control), worker, others, store };
         wait_listed(s.addr());
         s
     }

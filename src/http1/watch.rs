@@ -1,0 +1,67 @@
+//! Noticing a client that went away while its answer is still being made: runs inside the
+//! connection's task on its shard.
+//!
+//! An HTTP/1.1 connection is not read while a request is answered (pipelined bytes wait in
+//! the socket), so a peer's close would go unseen until the answer is written, and the
+//! worker would generate for nobody. The watch looks at the socket without reading it: a
+//! `recv(MSG_PEEK | MSG_DONTWAIT)` of one byte says whether the peer closed (0), reset
+//! (an error), sent more (a pipelined request: the peer is there) or is quiet (`EAGAIN`).
+//!
+//! It looks on a timer, not on readiness: a request that is answered within
+//! [`FIRST_LOOK`] costs one timer entry and no system call (readiness would cost a poll
+//! submission and its cancellation on io_uring, a `poll` call on epoll, per request). Longer
+//! requests are looked at after 50 ms, then at doubling intervals up to [`MAX_GAP`], so the
+//! worker hears of the departure within a second however long the wait. A streamed answer
+//! looks only while it waits for the worker (a write to a closed peer fails by itself).
+
+use std::os::fd::AsRawFd;
+use std::time::Duration;
+
+use monoio::net::TcpStream;
+
+/// When a request still being answered is first looked at.
+pub const FIRST_LOOK: Duration = Duration::from_millis(50);
+/// The longest time between two looks.
+pub const MAX_GAP: Duration = Duration::from_secs(1);
+
+/// What the socket says about its peer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Peer {
+    /// Nothing to read: the peer is waiting for its answer.
+    Quiet,
+    /// Bytes are waiting (a pipelined request): the peer is there.
+    Sent,
+    /// The peer closed or reset the connection.
+    Gone,
+}
+
+/// Look at the socket without taking anything from it.
+pub fn peer(stream: &TcpStream) -> Peer {
+    let mut byte = 0u8;
+    // SAFETY: the descriptor belongs to `stream`, open for the duration of the call, and the
+    // buffer is one valid, writable byte; MSG_PEEK leaves the data in the socket and
+    // MSG_DONTWAIT makes the call return at once whatever the descriptor's blocking mode.
+    let n = unsafe {
+        libc::recv(stream.as_raw_fd(), (&mut byte as *mut u8).cast(), 1, libc::MSG_PEEK | libc::MSG_DONTWAIT)
+    };
+    match n {
+        0 => Peer::Gone,
+        n if n > 0 => Peer::Sent,
+        _ => match std::io::Error::last_os_error().kind() {
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted => Peer::Quiet,
+            _ => Peer::Gone,
+        },
+    }
+}
+
+/// Resolves when the peer of `stream` is gone; never while it is there.
+pub async fn peer_gone(stream: &TcpStream) {
+    let mut gap = FIRST_LOOK;
+    loop {
+        monoio::time::sleep(gap).await;
+        if peer(stream) == Peer::Gone {
+            return;
+        }
+        gap = (gap * 2).min(MAX_GAP);
+    }
+}

@@ -18,7 +18,9 @@
 //!
 //! Shutdown: when the shard's gate closes, the server sends GOAWAY and keeps serving the
 //! streams already open; once they finish `poll_accept` ends. When the gate finishes (grace
-//! period over) the connection is dropped.
+//! period over) each open stream writes its clean end (an SSE error event and `[DONE]`, a
+//! gRPC status), and the connection is dropped once they are written (at most
+//! [`FINISH_FLUSH`] later).
 
 use std::cell::Cell;
 use std::future::poll_fn;
@@ -102,6 +104,8 @@ pub async fn serve<H: Handler>(
         _ = gate.finished() => return,
     };
     let mut closing = false;
+    // When the drain ended with streams open: they get until FINISH_FLUSH after it.
+    let mut finishing: Option<Instant> = None;
     let streams = Rc::new(Streams::default());
     let opened = Instant::now();
     loop {
@@ -138,7 +142,24 @@ pub async fn serve<H: Handler>(
                     closing = true;
                 }
             },
-            _ = gate.finished() => return,
+            _ = gate.finished(), if finishing.is_none() => {
+                // The drain is over: streams still open write their clean ends; drive the
+                // connection a moment longer for them, then drop it.
+                if streams.open.get() == 0 {
+                    return;
+                }
+                finishing = Some(Instant::now() + FINISH_FLUSH);
+                closing = true;
+                conn.graceful_shutdown();
+            },
+            _ = monoio::time::sleep(finishing.map_or(Duration::ZERO, |t| t.saturating_duration_since(Instant::now()))),
+                if finishing.is_some() => return,
+        }
+        if finishing.is_some() && streams.open.get() == 0 {
+            return;
         }
     }
 }
+
+/// How long a connection keeps going after the drain ends, for its streams' clean ends.
+const FINISH_FLUSH: Duration = Duration::from_millis(500);

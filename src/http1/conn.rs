@@ -6,7 +6,9 @@
 //! gets 408; a connection idle (between requests, or mid-body with no progress) longer than
 //! `idle_timeout` is closed. A connection holds the shard's gate only while a request is in
 //! flight (first byte to response written); once the gate closes, every response carries
-//! `connection: close`, and the shard exits when no request is in flight.
+//! `connection: close`, and the shard exits when no request is in flight. When the drain's
+//! grace period is over ([`Gate::finished`]) an answer still being made ends cleanly: a whole
+//! one as 503, a streamed one with the body's own clean end ([`Response::cut`]).
 //!
 //! Closing after an error is a *lingering close*: write the response, shut down our sending
 //! side, then read and discard what the client still sends for a bounded time. Without it a
@@ -23,7 +25,7 @@ use monoio::net::TcpStream;
 use super::parse::{Limits, Method};
 use super::request::{Assembler, Request, Step};
 use super::response::{write_chunk, write_head, write_response, DateCache, Response, CONTINUE, LAST_CHUNK};
-use super::watch::{self, Peer};
+use super::watch::{self, Peer, Stop};
 use crate::error::{Error, Kind};
 use crate::shard::gate::{Gate, GateGuard};
 use crate::shard::local::Receiver;
@@ -104,7 +106,10 @@ pub async fn serve<S: Service>(
                     // the request (its worker is told to stop).
                     let mut resp = monoio::select! {
                         r = svc.call(req) => r,
-                        _ = watch::peer_gone(&stream) => return,
+                        stop = watch::until_stop(&stream, gate) => match stop {
+                            Stop::PeerGone => return,
+                            Stop::ShuttingDown => Response::error(&shutting_down()),
+                        },
                     };
                     close = !keep_alive || resp.close || gate.is_closed();
                     if let Some(chunks) = resp.take_stream() {
@@ -113,7 +118,7 @@ pub async fn serve<S: Service>(
                             out.extend_from_slice(LAST_CHUNK);
                         } else {
                             let sent;
-                            (sent, out) = stream_body(&mut stream, out, chunks).await;
+                            (sent, out) = stream_body(&mut stream, out, chunks, resp.cut, gate).await;
                             if !sent {
                                 // The client went away mid-stream; dropping the receiver told the
                                 // producer.
@@ -229,9 +234,17 @@ async fn read_some(
 /// a streamed answer must not wait in a buffer), then the last chunk. Returns false when the
 /// client is gone (a write failed, or the peer closed while the producer was quiet); `out`
 /// comes back empty.
-async fn stream_body(stream: &mut TcpStream, mut out: Vec<u8>, mut chunks: Receiver<Bytes>) -> (bool, Vec<u8>) {
+async fn stream_body(
+    stream: &mut TcpStream,
+    mut out: Vec<u8>,
+    mut chunks: Receiver<Bytes>,
+    cut: Option<&'static [u8]>,
+    gate: &Gate,
+) -> (bool, Vec<u8>) {
     let look = monoio::time::sleep(watch::MAX_GAP);
     let mut look = std::pin::pin!(look);
+    let finished = gate.finished();
+    let mut finished = std::pin::pin!(finished);
     loop {
         let (res, o) = stream.write_all(out).await;
         out = o;
@@ -247,6 +260,21 @@ async fn stream_body(stream: &mut TcpStream, mut out: Vec<u8>, mut chunks: Recei
                         return (false, out);
                     }
                     look.as_mut().reset(monoio::time::Instant::now() + watch::MAX_GAP);
+                },
+                _ = &mut finished => {
+                    // The drain is over: what is already made goes out, then the body's clean
+                    // end (an error event for SSE), then the last chunk.
+                    while let Some(more) = chunks.try_recv() {
+                        write_chunk(&mut out, &more);
+                    }
+                    if let Some(cut) = cut {
+                        write_chunk(&mut out, cut);
+                    }
+                    out.extend_from_slice(LAST_CHUNK);
+                    let (_, o) = stream.write_all(out).await;
+                    out = o;
+                    out.clear();
+                    return (false, out);
                 },
             }
         };
@@ -267,6 +295,11 @@ async fn stream_body(stream: &mut TcpStream, mut out: Vec<u8>, mut chunks: Recei
             }
         }
     }
+}
+
+/// What a request still being answered when the drain ends gets.
+fn shutting_down() -> Error {
+    Error::new(Kind::ServiceUnavailable, "Service is shutting down")
 }
 
 /// Shut our side, then discard what the client still sends until it closes or `linger` ends.

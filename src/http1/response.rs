@@ -52,11 +52,15 @@ pub struct Response {
     pub body: Body,
     /// Close the connection after this response.
     pub close: bool,
+    /// For a streamed body: the bytes that end it cleanly if the server must stop it before
+    /// its producer does (the drain's grace period is over), e.g. an SSE error event and
+    /// `[DONE]`.
+    pub cut: Option<&'static [u8]>,
 }
 
 impl Response {
     pub fn new(status: u16) -> Self {
-        Response { status, content_type: None, headers: SmallVec::new(), body: Body::Empty, close: false }
+        Response { status, content_type: None, headers: SmallVec::new(), body: Body::Empty, close: false, cut: None }
     }
     pub fn json(status: u16, body: impl Into<Bytes>) -> Self {
         Response { content_type: Some("application/json"), body: Body::Bytes(body.into()), ..Self::new(status) }
@@ -78,6 +82,11 @@ impl Response {
     /// A streamed body of `content_type`, fed through the returned receiver's sender.
     pub fn stream(status: u16, content_type: &'static str, body: Receiver<Bytes>) -> Self {
         Response { content_type: Some(content_type), body: Body::Stream(body), ..Self::new(status) }
+    }
+    /// The bytes that end this streamed body cleanly if it must be stopped early.
+    pub fn with_cut(mut self, cut: &'static [u8]) -> Self {
+        self.cut = Some(cut);
+        self
     }
     /// Take a streamed body out, leaving an empty one (the head is then written as chunked).
     pub fn take_stream(&mut self) -> Option<Receiver<Bytes>> {

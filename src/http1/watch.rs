@@ -13,11 +13,16 @@
 //! requests are looked at after 50 ms, then at doubling intervals up to [`MAX_GAP`], so the
 //! worker hears of the departure within a second however long the wait. A streamed answer
 //! looks only while it waits for the worker (a write to a closed peer fails by itself).
+//!
+//! The same wait ends when the shard's drain is over (the grace period after SIGTERM), so an
+//! answer still being made then is ended cleanly rather than cut.
 
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 
 use monoio::net::TcpStream;
+
+use crate::shard::gate::Gate;
 
 /// When a request still being answered is first looked at.
 pub const FIRST_LOOK: Duration = Duration::from_millis(50);
@@ -54,14 +59,30 @@ pub fn peer(stream: &TcpStream) -> Peer {
     }
 }
 
-/// Resolves when the peer of `stream` is gone; never while it is there.
-pub async fn peer_gone(stream: &TcpStream) {
+/// Why a request's answer must stop being made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stop {
+    /// The peer closed or reset the connection.
+    PeerGone,
+    /// The shard's drain is over ([`Gate::finished`]): the answer must end now.
+    ShuttingDown,
+}
+
+/// Resolves when the peer of `stream` is gone or the shard's drain ends; never otherwise.
+/// Nothing is registered anywhere before [`FIRST_LOOK`].
+pub async fn until_stop(stream: &TcpStream, gate: &Gate) -> Stop {
+    monoio::time::sleep(FIRST_LOOK).await;
+    let finished = gate.finished();
+    let mut finished = std::pin::pin!(finished);
     let mut gap = FIRST_LOOK;
     loop {
-        monoio::time::sleep(gap).await;
         if peer(stream) == Peer::Gone {
-            return;
+            return Stop::PeerGone;
         }
         gap = (gap * 2).min(MAX_GAP);
+        monoio::select! {
+            _ = monoio::time::sleep(gap) => {},
+            _ = &mut finished => return Stop::ShuttingDown,
+        }
     }
 }

@@ -21,8 +21,9 @@
 //! by the end of the stream) ends it with another status: the rest of the byte stream cannot
 //! be trusted after it. So does the call's deadline (`grpc-timeout`): DEADLINE_EXCEEDED, and
 //! every request still running is dropped at once, which cancels its worker request. A
-//! client that resets the stream (or goes away) stops the writer; each task notices at its
-//! next response and drops its worker stream, which cancels the request.
+//! client that resets the stream (or goes away) stops the writer; each task notices at once
+//! and drops its worker stream, which cancels the request. When the shard's drain ends
+//! (the grace period after SIGTERM) the call ends with UNAVAILABLE the same way.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -50,6 +51,8 @@ pub async fn serve(ctx: &Rc<ShardCtx>, recv: RecvStream, respond: SendResponse<B
     monoio::spawn(read_requests(ctx.clone(), recv, call, tx, ending.clone()));
     // One timer for the whole call, not one per message.
     let mut expiry = std::pin::pin!(grpc::until(call.deadline));
+    let finished = ctx.gate.finished();
+    let mut finished = std::pin::pin!(finished);
     loop {
         let next = monoio::select! {
             m = rx.recv() => m,
@@ -57,6 +60,11 @@ pub async fn serve(ctx: &Rc<ShardCtx>, recv: RecvStream, respond: SendResponse<B
             _ = body::reset(out.stream()) => return,
             _ = &mut expiry => {
                 *ending.borrow_mut() = Some(grpc::expired());
+                break;
+            }
+            // The drain is over: the call ends with UNAVAILABLE (its requests are dropped).
+            _ = &mut finished => {
+                *ending.borrow_mut() = Some(Error::new(Kind::ServiceUnavailable, "Service is shutting down"));
                 break;
             }
         };

@@ -304,6 +304,11 @@ pub fn completion_chunk_at(
 /// The end of every stream.
 pub const DONE: &[u8] = b"data: [DONE]\n\n";
 
+/// The clean end of a stream the server stops before its answer is complete (the drain's
+/// grace period is over): an error event, then [`DONE`].
+pub const SHUTTING_DOWN: &[u8] =
+    b"data: {\"error\":{\"message\":\"Service is shutting down\",\"type\":\"service_unavailable\",\"code\":503}}\n\ndata: [DONE]\n\n";
+
 /// An error event inside a stream that already started (then [`DONE`]).
 pub fn stream_error(out: &mut Vec<u8>, message: &str, kind: &str, code: u16) {
     out.extend_from_slice(b"data: {\"error\":{\"message\":");

@@ -45,6 +45,10 @@ impl crate::h2::Handler for Frontend {
                     monoio::select! {
                         resp = self.call(r) => resp,
                         _ = std::future::poll_fn(|cx| respond.poll_reset(cx)) => return,
+                        _ = self.ctx.gate.finished() => Response::error(&crate::error::Error::new(
+                            crate::error::Kind::ServiceUnavailable,
+                            "Service is shutting down",
+                        )),
                     }
                 }
                 Err(e) => Response::error(&e),
@@ -52,7 +56,7 @@ impl crate::h2::Handler for Frontend {
             Err(ReadError::TooLarge) => Response::error(&crate::http1::request::body_too_large(&limits)),
             Err(ReadError::Stream(_)) => return,
         };
-        send_response(respond, resp, parts.method == http::Method::HEAD, &self.ctx.date).await;
+        send_response(respond, resp, parts.method == http::Method::HEAD, &self.ctx).await;
     }
 }
 
@@ -73,8 +77,9 @@ async fn send_response(
     mut respond: SendResponse<Bytes>,
     mut resp: Response,
     head_only: bool,
-    date: &crate::util::date::DateCache,
+    ctx: &crate::shard::ShardCtx,
 ) {
+    let date = &ctx.date;
     let chunks = resp.take_stream();
     let mut head = http::Response::builder().status(resp.status);
     if let Some(ct) = resp.content_type {
@@ -108,10 +113,24 @@ async fn send_response(
         let _ = body::send(&mut send, whole, true).await;
         return;
     };
+    let finished = ctx.gate.finished();
+    let mut finished = std::pin::pin!(finished);
     loop {
         let next = monoio::select! {
             c = chunks.recv() => c,
             _ = body::reset(&mut send) => return,
+            _ = &mut finished => {
+                // The drain is over: what is made goes out, then the body's clean end.
+                let mut rest = BytesMut::new();
+                while let Some(more) = chunks.try_recv() {
+                    rest.extend_from_slice(&more);
+                }
+                if let Some(cut) = resp.cut {
+                    rest.extend_from_slice(cut);
+                }
+                let _ = body::send(&mut send, rest.freeze(), true).await;
+                return;
+            },
         };
         let Some(first) = next else {
             let _ = send.send_data(Bytes::new(), true);

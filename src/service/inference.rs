@@ -23,9 +23,9 @@ pub async fn handle(ctx: &Rc<ShardCtx>, route: RouteId, req: &Request) -> Respon
     };
     match serve(ctx, api, &req.body, pinned_worker(req)).await {
         Ok(Answer::Json(body)) => Response::json(200, body),
-        Ok(Answer::Stream(rx)) => {
-            Response::stream(200, "text/event-stream", rx).with_header("cache-control", "no-cache")
-        }
+        Ok(Answer::Stream(rx)) => Response::stream(200, "text/event-stream", rx)
+            .with_header("cache-control", "no-cache")
+            .with_cut(crate::openai::response::SHUTTING_DOWN),
         Err(e) => Response::error(&e),
     }
 }

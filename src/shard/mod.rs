@@ -15,10 +15,13 @@
 //!    service of [`crate::service`] in the server). With `--kserve-grpc-server` each shard also listens on
 //!    `--grpc-metrics-port`, serving the same routes.
 //! 3. [`Server::shutdown`] sends `Shutdown` to every inbox. Each shard closes its [`gate`]:
-//!    it stops accepting; requests already in flight finish while `/health` and `/live` answer
-//!    503 and new inference requests get 503 "Service is not ready" (Dynamo 1.6.1's draining
-//!    behaviour); the shard exits, closing what is left, when no request is in flight or when
-//!    the grace period (`DYN_HTTP_GRACEFUL_SHUTDOWN_TIMEOUT_SECS`) ends.
+//!    requests already in flight finish while `/health` and `/live` answer 503 and new
+//!    inference requests get 503 "Service is not ready" (Dynamo 1.6.1's draining behaviour),
+//!    on connections already open and on new ones (the listener stays open while the shard
+//!    drains); the shard exits when no request is in flight or when the grace period
+//!    (`DYN_HTTP_GRACEFUL_SHUTDOWN_TIMEOUT_SECS`) ends. Then every answer still being made
+//!    ends cleanly — an SSE error event and `[DONE]`, a 503, a gRPC UNAVAILABLE — its worker
+//!    request is cancelled, and the connections close.
 //!
 //! I/O driver: io_uring when the kernel allows it, epoll otherwise (`--io-driver` forces one;
 //! io_uring is refused under Docker's default seccomp profile, and then `auto` falls back).
@@ -325,7 +328,8 @@ async fn shard_main<S: Service + crate::h2::Handler>(
     if let Some(m) = metrics_listener {
         monoio::spawn(accept_loop(id, m, ctx.clone(), service.clone()));
     }
-    accept_loop(id, listener, ctx.clone(), service).await;
+    monoio::spawn(accept_loop(id, listener, ctx.clone(), service));
+    ctx.gate.closed().await;
     monoio::select! {
         _ = ctx.gate.drained() => {},
         _ = monoio::time::sleep(grace) => {
@@ -335,15 +339,21 @@ async fn shard_main<S: Service + crate::h2::Handler>(
             ));
         },
     }
-    // Close every connection (idle keep-alive ones included) before the runtime goes away.
+    // Close every connection (idle keep-alive ones included) before the runtime goes away;
+    // answers still being made end cleanly first (an error event and `[DONE]`, a gRPC
+    // status) and their workers are told to stop.
     ctx.gate.finish();
     monoio::select! {
         _ = ctx.gate.empty() => {},
-        _ = monoio::time::sleep(Duration::from_millis(200)) => {},
+        _ = monoio::time::sleep(Duration::from_secs(1)) => {},
     }
+    // Let the requests just dropped send their workers `kill`.
+    monoio::time::sleep(Duration::from_millis(20)).await;
 }
 
-/// Accept connections until the shard's gate closes (then the listener is dropped).
+/// Accept connections until the shard's drain is over (then the listener is dropped). While
+/// the shard drains, new connections are still taken and their requests answered 503, so a
+/// load balancer sees the frontend going rather than a refused connection.
 async fn accept_loop<S: Service + crate::h2::Handler>(
     id: usize,
     listener: TcpListener,
@@ -353,7 +363,7 @@ async fn accept_loop<S: Service + crate::h2::Handler>(
     loop {
         let accepted = monoio::select! {
             r = listener.accept() => Some(r),
-            _ = ctx.gate.closed() => None,
+            _ = ctx.gate.finished() => None,
         };
         match accepted {
             None => return,

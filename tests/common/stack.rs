@@ -79,6 +79,13 @@ impl Stack {
         &self.store
     }
 
+    /// Shut the frontend down as SIGTERM does (drain, then the grace period) and wait for it.
+    pub fn shutdown_server(&mut self) {
+        if let Some(s) = self.server.take() {
+            s.shutdown();
+        }
+    }
+
     pub fn server(&self) -> &Server {
         self.server.as_ref().expect("running")
     }

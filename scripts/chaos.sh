@@ -1,0 +1,201 @@
+#!/usr/bin/env bash
+# Chaos against real `python -m dynamo.mocker` workers, bounded in time, all on 127.0.0.1:
+#   kill-migrate  two mockers, --migration-limit 3: four streamed chats (two on each worker)
+#                 and a whole one; one mocker is SIGKILLed mid-answer; every answer completes
+#                 well formed (finish_reason, usage with all max_tokens, [DONE], no error).
+#   kill-plain    the same without migration: each answer completes or ends with the 503
+#                 error event and [DONE] (the whole one: 503), and the next 20 requests succeed.
+#   leave-<drv>   on io_uring and on epoll: 50 clients go away at random points (before the
+#                 first token, mid-stream, during whole answers) while others stay; then
+#                 nothing is in flight, every request that left was cancelled at its worker
+#                 (the mocker logs "request cancellation received" once for each, and every
+#                 request it received ended), and the next 100 requests succeed.
+#   etcd          mockers and switchyard on a real etcd: etcd is stopped while requests keep
+#                 being served from the last snapshot, started again, and a mocker started
+#                 after it is discovered and served.
+#   kv-restart    --router-mode kv with ZMQ KV events: a mocker is SIGKILLed and another
+#                 started (its KV publisher new, the old one's gone mid-sequence); requests
+#                 keep succeeding and the new worker is routed to.
+# Runs in a loopback-only network namespace (root), like the interop scripts.
+# Usage: bash scripts/chaos.sh   (SWITCHYARD_BIN=<binary>, else a release build; CASES="...")
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+source scripts/real-dynamo-env.sh
+enter_loopback_namespace "$0" "$@"
+scratch_dir
+declare -A PID
+PORT=18631
+CLIENT=(env PYTHONUNBUFFERED=1 "$PY" scripts/chaos_client.py)
+CASES=${CASES:-"kill-migrate kill-plain leave-io-uring leave-epoll etcd kv-restart"}
+
+plain_log() { sed 's/\x1b\[[0-9;]*m//g' "$WORK/$1.log"; }
+fail() {
+  echo "FAIL: $*" >&2
+  for log in "$WORK"/*.log; do
+    [ -e "$log" ] || continue
+    echo "---- last lines of $(basename "$log")" >&2
+    plain_log "$(basename "$log" .log)" | tail -n 20 >&2
+  done
+  exit 1
+}
+start() { # name command...
+  local name=$1; shift
+  "$@" >"$WORK/$name.log" 2>&1 &
+  PID[$name]=$!
+  PIDS+=($!)
+}
+stop() { # name [signal]
+  local pid=${PID[$1]:-}
+  [ -n "$pid" ] || return 0
+  kill "-${2:-TERM}" "$pid" 2>/dev/null || true
+  for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  kill -KILL "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+  unset "PID[$1]"
+}
+stop_all() { for n in "${!PID[@]}"; do stop "$n"; done; }
+client() { "${CLIENT[@]}" "$@"; }
+metric() { client metric "$PORT" "$1"; }
+
+mocker() { # name extra-args...
+  local name=$1; shift
+  start "$name" "$PY" -m dynamo.mocker --model-path "$MODEL_DIR" --model-name qwen3 --speedup-ratio "${SPEEDUP:-0.2}" \
+    --request-plane tcp "${DISCOVERY[@]}" "$@"
+}
+frontend() { # args...
+  start switchyard "$BIN" --http-host 127.0.0.1 --http-port "$PORT" "${DISCOVERY[@]}" "$@"
+}
+instances() { # count: until /health lists that many instances (60 s)
+  for _ in $(seq 1 600); do
+    local n
+    n=$(curl -s -m 2 "127.0.0.1:$PORT/health" | "$PY" -c 'import json,sys; print(len(json.load(sys.stdin).get("instances",[])))' 2>/dev/null || echo 0)
+    [ "$n" -ge "$1" ] && { sleep 0.5; return 0; }
+    sleep 0.1
+  done
+  fail "/health never listed $1 instances"
+}
+fresh() { # a new, empty file store and nothing running
+  stop_all
+  rm -rf "$WORK/kv" && mkdir -p "$WORK/kv"
+  DISCOVERY=(--discovery-backend file)
+  export DYN_FILE_KV="$WORK/kv"
+}
+busy_mocker() { # which of mocker-1 / mocker-2 received requests: prints one that did
+  for m in mocker-1 mocker-2; do
+    plain_log "$m" | grep -q "request received" && { echo "$m"; return; }
+  done
+  fail "no mocker received a request"
+}
+
+case_kill() { # limit mode
+  fresh
+  mocker mocker-1
+  mocker mocker-2
+  frontend --migration-limit "$1"
+  instances 2
+  client streams "$PORT" 4 150 "$2" &
+  local c=$!
+  sleep 1.5
+  local victim
+  victim=$(busy_mocker)
+  kill -KILL "${PID[$victim]}"
+  wait "${PID[$victim]}" 2>/dev/null || true
+  wait "$c" || fail "kill (--migration-limit $1): the answers were not $2"
+  [ "$1" = 0 ] || {
+    local moved
+    moved=$(metric dynamo_frontend_model_migration_total)
+    [ "$moved" -ge 1 ] || fail "no migration counted"
+    echo "  $moved migration(s)"
+  }
+  client ok "$PORT" 20 || fail "requests after the kill failed"
+}
+
+case_leave() { # io driver
+  fresh
+  mocker mocker-1
+  frontend --io-driver "$1"
+  instances 1
+  local left
+  left=$(client leave "$PORT" 50 7) || fail "the clients failed"
+  local t0=$SECONDS
+  until [ "$(metric dynamo_frontend_inflight_requests)" = 0 ] && [ "$(metric dynamo_frontend_active_requests)" = 0 ]; do
+    [ $((SECONDS - t0)) -lt 15 ] || fail "requests still in flight 15 s after the clients left"
+    sleep 0.2
+  done
+  sleep 1  # the mocker's log lines are written asynchronously
+  local cancelled received ended killed
+  cancelled=$(metric dynamo_frontend_model_cancellation_total)
+  received=$(plain_log mocker-1 | grep -c "push_handler: request received" || true)
+  ended=$(plain_log mocker-1 | grep -c "push_handler: request completed" || true)
+  killed=$(plain_log mocker-1 | grep -c "request cancellation received" || true)
+  echo "  $left of 50 clients left; switchyard counted $cancelled cancelled; the mocker received $received, ended $ended, was told to cancel $killed"
+  [ "$cancelled" = "$left" ] || fail "$left clients left but $cancelled requests were counted cancelled"
+  [ "$killed" = "$left" ] || fail "$left clients left but the mocker was told to cancel $killed"
+  [ "$ended" = "$received" ] || fail "the mocker still runs $((received - ended)) request(s)"
+  client ok "$PORT" 100 || fail "requests after the departures failed"
+}
+
+case_etcd() {
+  stop_all
+  command -v etcd >/dev/null || fail "no etcd binary: apt-get install etcd-server (or bash scripts/install-system.sh)"
+  export ETCD_ENDPOINTS=http://127.0.0.1:23791
+  local etcd=(etcd --name sy --data-dir "$WORK/etcd" --listen-client-urls "$ETCD_ENDPOINTS"
+    --advertise-client-urls "$ETCD_ENDPOINTS" --listen-peer-urls http://127.0.0.1:23801
+    --initial-advertise-peer-urls http://127.0.0.1:23801 --initial-cluster sy=http://127.0.0.1:23801)
+  start etcd "${etcd[@]}"
+  for _ in $(seq 1 100); do curl -s -m 1 "$ETCD_ENDPOINTS/health" | grep -q '"health":"true"' && break; sleep 0.1; done
+  DISCOVERY=(--discovery-backend etcd)
+  DYN_SYSTEM_PORT=18641 mocker mocker-1
+  frontend
+  instances 1
+  client ok "$PORT" 10 || fail "etcd: requests before the outage failed"
+  stop etcd KILL 2>/dev/null
+  echo "  etcd stopped"
+  client ok "$PORT" 20 || fail "etcd: requests during the outage failed"
+  start etcd "${etcd[@]}"
+  for _ in $(seq 1 100); do curl -s -m 1 "$ETCD_ENDPOINTS/health" | grep -q '"health":"true"' && break; sleep 0.1; done
+  echo "  etcd started again"
+  DYN_SYSTEM_PORT=18642 mocker mocker-2
+  instances 2
+  client ok "$PORT" 20 || fail "etcd: requests after the outage failed"
+  plain_log mocker-2 | grep -q "request received" || fail "etcd: the mocker started after the outage got no request"
+  unset ETCD_ENDPOINTS
+}
+
+case_kv_restart() {
+  fresh
+  mocker mocker-1 --event-plane zmq
+  mocker mocker-2 --event-plane zmq
+  frontend --router-mode kv --event-plane zmq
+  instances 2
+  client ok "$PORT" 20 || fail "kv: requests before the restart failed"
+  kill -KILL "${PID[mocker-2]}"
+  wait "${PID[mocker-2]}" 2>/dev/null || true
+  mocker mocker-3 --event-plane zmq
+  client ok "$PORT" 40 || fail "kv: requests across the restart failed"
+  # Until the new worker is discovered and routed to (the dead one's record lingers until
+  # its TTL), every request must still succeed.
+  local t0=$SECONDS
+  until plain_log mocker-3 | grep -q "push_handler: request received"; do
+    [ $((SECONDS - t0)) -lt 40 ] || fail "kv: the restarted worker got no request in 40 s"
+    client ok "$PORT" 16 >/dev/null || fail "kv: requests after the restart failed"
+  done
+  client ok "$PORT" 40 || fail "kv: requests after the restart failed"
+}
+
+for c in $CASES; do
+  echo "$c"
+  case $c in
+    kill-migrate) case_kill 3 complete ;;
+    kill-plain) case_kill 0 clean ;;
+    leave-io-uring) case_leave io-uring ;;
+    leave-epoll) case_leave epoll ;;
+    etcd) case_etcd ;;
+    kv-restart) case_kv_restart ;;
+    *) fail "unknown case $c" ;;
+  esac
+  echo "  ok"
+done
+stop_all
+echo "chaos: all cases passed"

@@ -13,6 +13,9 @@
 #   etcd          mockers and switchyard on a real etcd: etcd is stopped while requests keep
 #                 being served from the last snapshot, started again, and a mocker started
 #                 after it is discovered and served.
+#   overload      --router-mode kv with a low --active-decode-blocks-threshold: 20 streams at
+#                 once; each is served whole or refused with 1.6.1's 529 body and Retry-After,
+#                 and the frontend's counts agree (served + refused = sent, none lost).
 #   kv-restart    --router-mode kv with ZMQ KV events: a mocker is SIGKILLed and another
 #                 started (its KV publisher new, the old one's gone mid-sequence); requests
 #                 keep succeeding and the new worker is routed to.
@@ -27,7 +30,7 @@ scratch_dir
 declare -A PID
 PORT=18631
 CLIENT=(env PYTHONUNBUFFERED=1 "$PY" scripts/chaos_client.py)
-CASES=${CASES:-"kill-migrate kill-plain leave-io-uring leave-epoll etcd kv-restart"}
+CASES=${CASES:-"kill-migrate kill-plain leave-io-uring leave-epoll etcd overload kv-restart"}
 
 plain_log() { sed 's/\x1b\[[0-9;]*m//g' "$WORK/$1.log"; }
 fail() {
@@ -80,6 +83,14 @@ fresh() { # a new, empty file store and nothing running
   rm -rf "$WORK/kv" && mkdir -p "$WORK/kv"
   DISCOVERY=(--discovery-backend file)
   export DYN_FILE_KV="$WORK/kv"
+}
+served_soon() { # name what: requests (all of which must succeed) until mocker `name` serves one (40 s)
+  local t0=$SECONDS
+  until plain_log "$1" | grep -q "push_handler: request received"; do
+    [ $((SECONDS - t0)) -lt 40 ] || fail "$2 got no request in 40 s"
+    client ok "$PORT" 16 >/dev/null || fail "$2: requests failed meanwhile"
+  done
+  echo "  $1 served after $((SECONDS - t0)) s"
 }
 busy_mocker() { # which of mocker-1 / mocker-2 received requests: prints one that did
   for m in mocker-1 mocker-2; do
@@ -157,10 +168,26 @@ case_etcd() {
   for _ in $(seq 1 100); do curl -s -m 1 "$ETCD_ENDPOINTS/health" | grep -q '"health":"true"' && break; sleep 0.1; done
   echo "  etcd started again"
   DYN_SYSTEM_PORT=18642 mocker mocker-2
-  instances 2
+  served_soon mocker-2 "etcd: the mocker started after the outage"
   client ok "$PORT" 20 || fail "etcd: requests after the outage failed"
-  plain_log mocker-2 | grep -q "request received" || fail "etcd: the mocker started after the outage got no request"
   unset ETCD_ENDPOINTS
+}
+
+case_overload() {
+  fresh
+  mocker mocker-1 --event-plane zmq --num-gpu-blocks-override 512 --block-size 16
+  frontend --router-mode kv --event-plane zmq --active-decode-blocks-threshold 0.05
+  instances 1
+  local out served refused
+  out=$(client overload "$PORT" 20) || fail "overload: $out"
+  read -r served refused <<<"$out"
+  local ok rejected
+  ok=$(metric 'dynamo_frontend_requests_total{endpoint="chat_completions",error_type="",model="qwen3",request_type="stream",status="success"}')
+  rejected=$(metric dynamo_frontend_model_rejection_total)
+  echo "  20 streams: $served served, $refused refused (529); switchyard counted $ok served, $rejected refused"
+  [ "$refused" -ge 1 ] || fail "overload: nothing was refused"
+  [ "$served" -ge 1 ] || fail "overload: nothing was served"
+  [ $((served + refused)) = 20 ] && [ "$ok" = "$served" ] && [ "$rejected" = "$refused" ] || fail "overload: the counts disagree"
 }
 
 case_kv_restart() {
@@ -176,11 +203,7 @@ case_kv_restart() {
   client ok "$PORT" 40 || fail "kv: requests across the restart failed"
   # Until the new worker is discovered and routed to (the dead one's record lingers until
   # its TTL), every request must still succeed.
-  local t0=$SECONDS
-  until plain_log mocker-3 | grep -q "push_handler: request received"; do
-    [ $((SECONDS - t0)) -lt 40 ] || fail "kv: the restarted worker got no request in 40 s"
-    client ok "$PORT" 16 >/dev/null || fail "kv: requests after the restart failed"
-  done
+  served_soon mocker-3 "kv: the restarted worker"
   client ok "$PORT" 40 || fail "kv: requests after the restart failed"
 }
 
@@ -192,6 +215,7 @@ for c in $CASES; do
     leave-io-uring) case_leave io-uring ;;
     leave-epoll) case_leave epoll ;;
     etcd) case_etcd ;;
+    overload) case_overload ;;
     kv-restart) case_kv_restart ;;
     *) fail "unknown case $c" ;;
   esac

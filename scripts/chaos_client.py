@@ -9,6 +9,9 @@ so a test can leave at any point of an answer and read every byte of what came.
   leave    PORT N SEED              N clients that go away at random points (before the first
                                     token, mid-stream, during a whole answer) or stay; prints
                                     how many left.
+  overload PORT N                   N streamed chats at once against a busy threshold: each
+                                    is served whole or refused with 1.6.1's 529 body and
+                                    Retry-After; prints `served refused`.
   ok       PORT N                   N short chats, 8 at a time; every one must be 200.
   metric   PORT NAME                the sum of every sample of family NAME in /metrics.
 """
@@ -183,6 +186,45 @@ def leave(port, n, seed):
     print(left[0])
 
 
+OVERLOADED = {"message": "Service temporarily overloaded", "type": "Overloaded", "code": 529}
+
+
+def overload(port, n):
+    served, refused, errors = [0], [0], []
+    lock = threading.Lock()
+
+    def run(i):
+        try:
+            s = send(port, chat(60, True, "Request %d: " % i + "tell me about ships " * 40))
+            f = s.makefile("rb")
+            status, headers = read_head(f)
+            body = read_body(f, headers)
+            s.close()
+            if status == 200:
+                check_stream(body, 60, "complete")
+                with lock:
+                    served[0] += 1
+            elif status == 529:
+                if json.loads(body) != OVERLOADED or headers.get("retry-after") != "1":
+                    raise AssertionError("529 %r %r" % (headers, body))
+                with lock:
+                    refused[0] += 1
+            else:
+                raise AssertionError("status %d: %r" % (status, body[:300]))
+        except Exception as e:  # noqa: BLE001
+            errors.append("request %d: %s" % (i, e))
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+        time.sleep(0.02)
+    for t in threads:
+        t.join()
+    if errors:
+        sys.exit("FAIL: " + "; ".join(errors[:5]))
+    print(served[0], refused[0])
+
+
 def ok(port, n):
     errors = []
     sem = threading.Semaphore(8)
@@ -226,6 +268,8 @@ if __name__ == "__main__":
         streams(port, int(sys.argv[3]), int(sys.argv[4]), sys.argv[5])
     elif cmd == "leave":
         leave(port, int(sys.argv[3]), int(sys.argv[4]))
+    elif cmd == "overload":
+        overload(port, int(sys.argv[3]))
     elif cmd == "ok":
         ok(port, int(sys.argv[3]))
     elif cmd == "metric":

@@ -57,6 +57,11 @@ struct Builder {
     /// What the last snapshot skipped or refused (bucket or topic, name, reason), each logged
     /// when it first appeared.
     reported: BTreeSet<(&'static str, String, String)>,
+    /// `--router-min-initial-workers`: a model is served once it has had this many workers
+    /// at the same time (and from then on with any number).
+    min_workers: usize,
+    /// Models that reached `min_workers`.
+    started: std::collections::HashSet<String>,
 }
 
 /// Where alias conflicts are reported (logged, not counted as skipped records).
@@ -193,6 +198,15 @@ impl Builder {
                 }
             }
         }
+        if self.min_workers > 1 {
+            let (min, started) = (self.min_workers, &mut self.started);
+            registry.serving.retain(|name, s| {
+                if s.workers.len() >= min {
+                    started.insert(name.clone());
+                }
+                started.contains(name)
+            });
+        }
         for (alias, primary) in &snap.aliases {
             if let Some(serving) = registry.serving.get(primary).cloned() {
                 registry.serving.insert(alias.clone(), serving);
@@ -304,6 +318,7 @@ impl Control {
         let publisher = server.publisher();
         let filter = cfg.namespace_filter();
         let shards = server.drivers.len();
+        let min_workers = cfg.min_initial_workers;
         let stop2 = stop.clone();
         let thread = std::thread::Builder::new().name("control".into()).spawn(move || {
             let mut source: Box<dyn Source> = match backend {
@@ -321,6 +336,8 @@ impl Control {
                 cache: default_cache(),
                 dirs: HashMap::new(),
                 reported: BTreeSet::new(),
+                min_workers,
+                started: Default::default(),
             };
             watch(
                 source.as_mut(),
@@ -375,6 +392,8 @@ mod tests {
             cache: std::env::temp_dir().join("switchyard-control-unit-cache"),
             dirs: HashMap::new(),
             reported: BTreeSet::new(),
+            min_workers: 0,
+            started: Default::default(),
         }
     }
 

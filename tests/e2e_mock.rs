@@ -934,6 +934,22 @@ fn text_model_requests_are_forwarded_and_relayed() {
 /// A worker that answers every request with `items` (`Annotated.data` values), as a Python
 /// worker yields them; returns its port.
 fn replay_worker(items: Vec<serde_json::Value>) -> u16 {
+    scripted_worker(items, Ending::Complete)
+}
+
+/// How a scripted worker ends its answers.
+#[derive(Clone, Copy, PartialEq)]
+enum Ending {
+    /// `complete_final` and the sentinel, as a worker should.
+    Complete,
+    /// Bytes that are no frame at all, then the connection held open.
+    Garbage,
+    /// The connection closed without `complete_final` (a worker that dies).
+    Close,
+}
+
+/// [`replay_worker`] with the answers ended by `ending`.
+fn scripted_worker(items: Vec<serde_json::Value>, ending: Ending) -> u16 {
     use bytes::BytesMut;
     use std::io::{Read, Write};
     use switchyard::plane::*;
@@ -960,11 +976,19 @@ fn replay_worker(items: Vec<serde_json::Value>) -> u16 {
                         for item in &items {
                             encode_item(&mut s, ctl.payload_codec, &Annotated::from_data(item.clone())).unwrap();
                         }
-                        encode_complete_final(&mut s, ctl.payload_codec).unwrap();
-                        encode_control(&mut s, ControlMessage::Sentinel);
+                        match ending {
+                            Ending::Complete => {
+                                encode_complete_final(&mut s, ctl.payload_codec).unwrap();
+                                encode_control(&mut s, ControlMessage::Sentinel);
+                            }
+                            Ending::Garbage => s.extend_from_slice(&[0xff; 64]),
+                            Ending::Close => {}
+                        }
                         let mut back = std::net::TcpStream::connect(&info.address).unwrap();
                         back.write_all(&s).unwrap();
-                        let _ = back.read(&mut chunk); // until the frontend closes
+                        if ending != Ending::Close {
+                            let _ = back.read(&mut chunk); // until the frontend closes
+                        }
                     }
                 }
             });
@@ -1218,4 +1242,199 @@ fn a_parked_request_whose_client_leaves_leaves_the_queue() {
     drop(busy);
     drop(s);
     drop(ingest);
+}
+
+/// `--router-min-initial-workers 2`: with one worker the model is not served (not listed, a
+/// request for it is 404); once a second worker is up it is, and it stays served when a
+/// worker goes again.
+#[test]
+fn a_model_is_served_once_its_minimum_of_workers_is_up() {
+    let dir = qwen3_dir();
+    let store = tempdir::Dir(std::env::temp_dir().join(format!("sy-e2e-min-workers-{}", std::process::id())));
+    let _ = std::fs::remove_dir_all(&store.0);
+    std::fs::create_dir_all(&store.0).unwrap();
+    let root = store.0.clone();
+    let start = || {
+        let w = MockWorker::start(MockConfig {
+            fast: true,
+            model_name: "qwen3-mock".into(),
+            model_dir: Some(dir.clone()),
+            ..MockConfig::default()
+        })
+        .unwrap();
+        w.register_file(&root).unwrap();
+        w
+    };
+    let worker = start();
+    let cfg = frontend_config(&["--discovery-backend", "file", "--router-min-initial-workers", "2"]);
+    let server = switchyard::service::start(cfg.clone()).unwrap();
+    let control = Control::start(&cfg, &server, Backend::File(store.0.clone())).unwrap();
+    let addr = server.addr;
+    let s = Setup { server: Some(server), control: Some(control), worker, _store: store, script: Vec::new() };
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(wait_models(addr, |ids| ids.is_empty()), "listed with one worker");
+    assert_eq!(chat_hi(addr, "qwen3-mock").status, 404);
+    let mut second = start();
+    assert!(wait_models(addr, |ids| ids == ["qwen3-mock"]), "never listed with two workers");
+    assert_eq!(chat_hi(addr, "qwen3-mock").status, 200);
+    second.stop();
+    wait_instances(&s, 1);
+    assert!(wait_models(addr, |ids| ids == ["qwen3-mock"]), "no longer listed with one worker");
+    assert_eq!(chat_hi(addr, "qwen3-mock").status, 200);
+}
+
+/// A request refused because every worker is over its busy threshold gets 1.6.1's 529 body,
+/// and `Retry-After`.
+#[test]
+fn an_overloaded_request_gets_529_and_retry_after() {
+    let dir = qwen3_dir();
+    let store = tempdir::Dir(std::env::temp_dir().join(format!("sy-e2e-overload-{}", std::process::id())));
+    let _ = std::fs::remove_dir_all(&store.0);
+    std::fs::create_dir_all(&store.0).unwrap();
+    let worker = MockWorker::start(MockConfig {
+        ttft: Duration::from_millis(2000),
+        model_name: "qwen3-mock".into(),
+        model_dir: Some(dir),
+        ..MockConfig::default()
+    })
+    .unwrap();
+    worker.register_file(&store.0).unwrap();
+    let cfg = frontend_config(&[
+        "--discovery-backend",
+        "file",
+        "--router-mode",
+        "kv",
+        "--active-prefill-tokens-threshold",
+        "100",
+    ]);
+    let (server, control, ingest) = kv_frontend(&cfg, Backend::File(store.0.clone()));
+    assert!(wait_models(server.addr, |ids| !ids.is_empty()));
+    let addr = server.addr;
+    let s = Setup { server: Some(server), control: Some(control), worker, _store: store, script: Vec::new() };
+    let long = (0..500).map(|i| format!("a{i} ")).collect::<String>();
+    let body =
+        serde_json::json!({"model": "qwen3-mock", "messages": [{"role": "user", "content": long}], "max_tokens": 2});
+    let busy = open_chat(addr, &body);
+    std::thread::sleep(Duration::from_millis(300));
+    let r = chat_hi(addr, "qwen3-mock");
+    assert_eq!(r.status, 529, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(
+        r.json(),
+        serde_json::json!({"message": "Service temporarily overloaded", "type": "Overloaded", "code": 529})
+    );
+    assert_eq!(r.header("retry-after"), Some("1"));
+    let text = scrape(&s);
+    assert_lines(&text, &[
+        "dynamo_frontend_model_rejection_total{endpoint=\"chat_completions\",model=\"qwen3-mock\"} 1".into(),
+        "dynamo_frontend_requests_total{endpoint=\"chat_completions\",error_type=\"overload\",model=\"qwen3-mock\",request_type=\"unary\",status=\"error\"} 1".into(),
+    ]);
+    drop(busy);
+    drop(s);
+    drop(ingest);
+}
+
+/// `GET`/`POST /busy_threshold` as 1.6.1 serves them, and a threshold set at run time sheds
+/// load at once.
+#[test]
+fn busy_thresholds_are_read_and_set_at_run_time() {
+    let dir = qwen3_dir();
+    let store = tempdir::Dir(std::env::temp_dir().join(format!("sy-e2e-busy-{}", std::process::id())));
+    let _ = std::fs::remove_dir_all(&store.0);
+    std::fs::create_dir_all(&store.0).unwrap();
+    let worker = MockWorker::start(MockConfig {
+        ttft: Duration::from_millis(2000),
+        model_name: "qwen3-mock".into(),
+        model_dir: Some(dir),
+        ..MockConfig::default()
+    })
+    .unwrap();
+    worker.register_file(&store.0).unwrap();
+    let cfg = frontend_config(&["--discovery-backend", "file", "--router-mode", "kv"]);
+    let (server, control, ingest) = kv_frontend(&cfg, Backend::File(store.0.clone()));
+    assert!(wait_models(server.addr, |ids| !ids.is_empty()));
+    let addr = server.addr;
+    let s = Setup { server: Some(server), control: Some(control), worker, _store: store, script: Vec::new() };
+    let post = |body: &str| {
+        let req = format!(
+            "POST /busy_threshold HTTP/1.1\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        Client::connect(addr).roundtrip(req.as_bytes())
+    };
+    let unset = serde_json::json!({"model": "qwen3-mock", "active_decode_blocks_threshold": null,
+        "active_prefill_tokens_threshold": null, "active_prefill_tokens_threshold_frac": null});
+    let r = Client::connect(addr).roundtrip(b"GET /busy_threshold HTTP/1.1\r\n\r\n");
+    assert_eq!((r.status, r.json()), (200, serde_json::json!({"thresholds": [unset.clone()]})));
+    assert_eq!(post(r#"{"model":"qwen3-mock"}"#).json(), unset);
+    let r = post(r#"{"model":"nosuch","active_decode_blocks_threshold":0.5}"#);
+    assert_eq!(r.status, 404);
+    assert_eq!(r.json()["error"], "Model 'nosuch' not found. Thresholds can only be set for discovered models.");
+    let r = post(r#"{"model":"qwen3-mock","active_decode_blocks_threshold":1.5}"#);
+    assert_eq!(
+        (r.status, r.json()["error"].as_str().unwrap()),
+        (400, "active_decode_blocks_threshold must be between 0.0 and 1.0, got 1.5")
+    );
+    assert_eq!(post(r#"{"model":"qwen3-mock","active_prefill_tokens_threshold":-5}"#).status, 422);
+    assert_eq!(post(r#"{"active_decode_blocks_threshold":0.5}"#).status, 422);
+    assert_eq!(post("not json").status, 400);
+
+    // Set on one shard, in force on every shard; merged, never cleared by a null.
+    // (The mock worker reports no KV usage, so the prefill bound is the one that bites.)
+    let r = post(r#"{"model":"qwen3-mock","active_decode_blocks_threshold":0.0001}"#);
+    assert_eq!(r.json()["active_decode_blocks_threshold"], 0.0001);
+    let r =
+        post(r#"{"model":"qwen3-mock","active_prefill_tokens_threshold":1000,"active_decode_blocks_threshold":null}"#);
+    assert_eq!(r.json()["active_decode_blocks_threshold"], 0.0001);
+    assert_eq!(r.json()["active_prefill_tokens_threshold"], 1000);
+    std::thread::sleep(Duration::from_millis(100));
+    for _ in 0..4 {
+        let r = Client::connect(addr).roundtrip(b"GET /busy_threshold HTTP/1.1\r\n\r\n");
+        assert_eq!(r.json()["thresholds"][0]["active_decode_blocks_threshold"], 0.0001, "every shard has it");
+    }
+    let long = (0..500).map(|i| format!("a{i} ")).collect::<String>();
+    let body =
+        serde_json::json!({"model": "qwen3-mock", "messages": [{"role": "user", "content": long}], "max_tokens": 2});
+    let busy = open_chat(addr, &body);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(chat_hi(addr, "qwen3-mock").status, 529);
+    drop(busy);
+    drop(s);
+    drop(ingest);
+}
+
+/// A worker that sends garbage after its first token, and one that closes its stream without
+/// its final frame: a streamed answer ends with the 503 error event and `[DONE]`, a whole one
+/// with a 5xx status, nothing is left in flight and the next request is served.
+#[test]
+fn a_worker_that_sends_garbage_or_closes_early_never_hangs_a_client() {
+    for (salt, ending) in [(0x1111u64, Ending::Garbage), (0x2222, Ending::Close)] {
+        let s = setup(&format!("bad-worker-{salt:x}"));
+        let addr = s.server.as_ref().unwrap().addr;
+        let port = scripted_worker(vec![serde_json::json!({"token_ids": [9707]})], ending);
+        let bad = register_copy(&s, port, salt);
+        for stream in [true, false] {
+            let body = serde_json::json!({"model": "qwen3-mock", "stream": stream, "max_tokens": 5,
+                                          "messages": [{"role": "user", "content": "hi"}]})
+            .to_string();
+            let req = format!(
+                "POST /v1/chat/completions HTTP/1.1\r\ncontent-type: application/json\r\nx-dynamo-worker-instance-id: {bad}\r\ncontent-length: {}\r\n\r\n{body}",
+                body.len()
+            );
+            let r = Client::connect(addr).roundtrip(req.as_bytes());
+            let text = String::from_utf8_lossy(&r.body).into_owned();
+            if stream {
+                assert_eq!(r.status, 200, "{text}");
+                assert!(text.ends_with("data: [DONE]\n\n"), "{text}");
+                assert!(text.contains(r#"{"error":{"message":"#), "{text}");
+            } else {
+                assert!(r.status >= 500, "{}: {text}", r.status);
+            }
+        }
+        let t0 = Instant::now();
+        while !scrape(&s).contains("dynamo_frontend_inflight_requests{model=\"qwen3-mock\"} 0\n") {
+            assert!(t0.elapsed() < Duration::from_secs(5), "requests left in flight");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(chat_hi(addr, "qwen3-mock").status, 200, "the next request");
+    }
 }

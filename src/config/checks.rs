@@ -54,6 +54,8 @@ const IMPLEMENTED: &[&str] = &[
     "active_decode_blocks_threshold",
     "active_prefill_tokens_threshold",
     "active_prefill_tokens_threshold_frac",
+    // Models served once this many workers are up (`control`).
+    "min_initial_workers",
     // Request migration (`infer::migrate`).
     "migration_limit",
     "migration_max_seq_len",

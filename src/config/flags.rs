@@ -328,7 +328,14 @@ pub static EXTENSION_FLAGS: &[Flag] = &[
 /// Settings Dynamo 1.6.1 reads from the environment only (no flag), and their defaults.
 pub static DYNAMO_ENV_SETTINGS: &[(&str, &str, &str)] = &[
     ("DYN_HTTP_BODY_LIMIT_MB", "45", "Largest request body in MiB (more: 413)."),
-    ("DYN_HTTP_GRACEFUL_SHUTDOWN_TIMEOUT_SECS", "5", "Grace period for in-flight requests on SIGTERM/SIGINT."),
+    (
+        "DYN_HTTP_GRACEFUL_SHUTDOWN_TIMEOUT_SECS",
+        "5",
+        "Grace period for in-flight requests on SIGTERM/SIGINT; then answers still being made end cleanly.",
+    ),
+    ("DYN_HTTP_SSE_KEEP_ALIVE_INTERVAL_MS", "0", "An SSE comment after this long without an event (0: none)."),
+    ("DYN_HTTP_BACKEND_STREAM_TIMEOUT_SECS", "0", "Longest wait for a worker's next item; then 504 (0: no limit)."),
+    ("DYN_HTTP_OVERLOAD_STATUS_CODE", "529", "HTTP status of an overload refusal."),
     ("DYN_HTTP_LISTEN_BACKLOG", "1024", "listen(2) backlog of each shard's HTTP socket."),
 ];
 

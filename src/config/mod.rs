@@ -63,9 +63,6 @@ pub const UNBUILT_ENV_VARS: &[&str] = &[
     "DYN_HTTP_SVC_RERANK_PATH",
     "DYN_HTTP_SVC_VLLM_GENERATE_PATH",
     "DYN_HTTP_SVC_SGLANG_GENERATE_PATH",
-    "DYN_HTTP_SSE_KEEP_ALIVE_INTERVAL_MS",
-    "DYN_HTTP_BACKEND_STREAM_TIMEOUT_SECS",
-    "DYN_HTTP_OVERLOAD_STATUS_CODES",
     "DYN_HTTP_PRE_COMMIT_ERROR_PEEK_MS",
 ];
 
@@ -140,6 +137,11 @@ pub struct Config {
     /// `--migration-limit`: how many times a request may move to another worker mid-answer
     /// (also reported per model in `/metrics`).
     pub migration_limit: u32,
+    /// `--router-min-initial-workers`: a model is served once this many of its workers are
+    /// up at the same time.
+    pub min_initial_workers: usize,
+    /// HTTP status of an overload refusal (`DYN_HTTP_OVERLOAD_STATUS_CODE`, default 529).
+    pub overload_status: u16,
     /// `--migration-max-seq-len`: no migration once prompt + generated tokens exceed it.
     pub migration_max_seq_len: Option<u32>,
     pub pin_shards: bool,
@@ -152,6 +154,12 @@ pub struct Config {
     pub body_limit_bytes: usize,
     /// `DYN_HTTP_GRACEFUL_SHUTDOWN_TIMEOUT_SECS`.
     pub graceful_shutdown: Duration,
+    /// `DYN_HTTP_SSE_KEEP_ALIVE_INTERVAL_MS`: an SSE comment (`:`) after this long without an
+    /// event.
+    pub sse_keep_alive: Option<Duration>,
+    /// `DYN_HTTP_BACKEND_STREAM_TIMEOUT_SECS`: the longest wait for a worker's next item
+    /// (its first included).
+    pub backend_stream_timeout: Option<Duration>,
     /// `DYN_HTTP_LISTEN_BACKLOG`.
     pub listen_backlog: i32,
     pub paths: RoutePaths,
@@ -311,6 +319,17 @@ fn typed(parsed: Parsed, env: &dyn Fn(&str) -> Option<String>) -> Result<Config,
     };
     let body_mb: u64 = env_number(env, "DYN_HTTP_BODY_LIMIT_MB", 45)?;
     let grace: u64 = env_number(env, "DYN_HTTP_GRACEFUL_SHUTDOWN_TIMEOUT_SECS", 5)?;
+    // 0 (the default) turns either off, as in 1.6.1.
+    let keep_alive_ms: u64 = env_number(env, "DYN_HTTP_SSE_KEEP_ALIVE_INTERVAL_MS", 0)?;
+    let stream_timeout_secs: u64 = env_number(env, "DYN_HTTP_BACKEND_STREAM_TIMEOUT_SECS", 0)?;
+    // 1.6.1 takes any status from 200 to 999 (and falls back to 529 for others; here they
+    // stop start-up).
+    let overload_status: u16 = env_number(env, "DYN_HTTP_OVERLOAD_STATUS_CODE", 529)?;
+    if !(200..=999).contains(&overload_status) {
+        return Err(invalid(format!(
+            "DYN_HTTP_OVERLOAD_STATUS_CODE: {overload_status} is not a status from 200 to 999"
+        )));
+    }
     let backlog: i32 = env_number(env, "DYN_HTTP_LISTEN_BACKLOG", 1024)?;
     let path = |var: &str, default: &str| -> Result<String, ConfigError> {
         match env(var) {
@@ -353,6 +372,8 @@ fn typed(parsed: Parsed, env: &dyn Fn(&str) -> Option<String>) -> Result<Config,
         router_replica_sync: boolean(p, "router_replica_sync"),
         migration_limit: u32::try_from(int(p, "migration_limit").unwrap_or(0).max(0)).unwrap_or(u32::MAX),
         migration_max_seq_len: int(p, "migration_max_seq_len").and_then(|n| u32::try_from(n).ok()),
+        min_initial_workers: usize::try_from(int(p, "min_initial_workers").unwrap_or(0)).unwrap_or(0),
+        overload_status,
         pin_shards: boolean(p, "pin_shards"),
         io_driver,
         header_read_timeout: secs(p, "header_read_timeout_secs")?,
@@ -361,6 +382,8 @@ fn typed(parsed: Parsed, env: &dyn Fn(&str) -> Option<String>) -> Result<Config,
         max_header_bytes,
         body_limit_bytes: (body_mb.saturating_mul(1024 * 1024)).min(usize::MAX as u64) as usize,
         graceful_shutdown: Duration::from_secs(grace),
+        sse_keep_alive: (keep_alive_ms > 0).then(|| Duration::from_millis(keep_alive_ms)),
+        backend_stream_timeout: (stream_timeout_secs > 0).then(|| Duration::from_secs(stream_timeout_secs)),
         listen_backlog: backlog,
         paths,
         exclude_tools_when_tool_choice_none: boolean(p, "exclude_tools_when_tool_choice_none"),
@@ -517,8 +540,18 @@ mod tests {
         assert!(e.message.contains("--router-host-cache-hit-weight 0.5"), "{}", e.message);
         let c = run(&["--migration-limit", "3", "--migration-max-seq-len", "4096"], &[]).unwrap();
         assert_eq!((c.migration_limit, c.migration_max_seq_len), (3, Some(4096)));
-        let e = run(&[], &[("DYN_HTTP_SSE_KEEP_ALIVE_INTERVAL_MS", "100")]).unwrap_err();
-        assert!(e.message.contains("DYN_HTTP_SSE_KEEP_ALIVE_INTERVAL_MS"));
+        let e = run(&[], &[("DYN_HTTP_PRE_COMMIT_ERROR_PEEK_MS", "50")]).unwrap_err();
+        assert!(e.message.contains("DYN_HTTP_PRE_COMMIT_ERROR_PEEK_MS"));
+        assert_eq!(run(&[], &[("DYN_HTTP_OVERLOAD_STATUS_CODE", "503")]).unwrap().overload_status, 503);
+        assert!(run(&[], &[("DYN_HTTP_OVERLOAD_STATUS_CODE", "99")]).is_err());
+        assert_eq!(run(&["--router-min-initial-workers", "2"], &[]).unwrap().min_initial_workers, 2);
+        let c =
+            run(&[], &[("DYN_HTTP_SSE_KEEP_ALIVE_INTERVAL_MS", "100"), ("DYN_HTTP_BACKEND_STREAM_TIMEOUT_SECS", "2")])
+                .unwrap();
+        assert_eq!(
+            (c.sse_keep_alive, c.backend_stream_timeout),
+            (Some(Duration::from_millis(100)), Some(Duration::from_secs(2)))
+        );
         // Defaults given explicitly are fine.
         run(&["--router-mode", "round-robin", "--discovery-backend", "etcd"], &[]).unwrap();
     }

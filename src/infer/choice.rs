@@ -16,6 +16,7 @@
 //! failure is one a Tokens choice migrates away from ([`super::migrate`]). Dropping a choice
 //! drops its worker stream, which sends the worker `kill` unless the stream is over.
 
+use std::future::Future;
 use std::ops::Deref;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -291,6 +292,32 @@ pub(super) struct Choice {
     /// How to continue on another worker, while that is possible (Tokens choices with
     /// `--migration-limit`).
     migration: Option<Box<Migration>>,
+    /// `DYN_HTTP_BACKEND_STREAM_TIMEOUT_SECS`: the longest wait for the worker's next item.
+    timeout: Option<Box<Inactivity>>,
+}
+
+/// The wait for a worker's next item, bounded.
+pub(super) struct Inactivity {
+    after: Duration,
+    sleep: std::pin::Pin<Box<monoio::time::Sleep>>,
+    ctx: std::rc::Rc<crate::shard::ShardCtx>,
+}
+
+impl Inactivity {
+    /// The bound of `ctx`'s configuration, if one is set.
+    pub(super) fn of(ctx: &std::rc::Rc<crate::shard::ShardCtx>) -> Option<Box<Inactivity>> {
+        let after = ctx.shared.config.backend_stream_timeout?;
+        Some(Box::new(Inactivity { after, sleep: Box::pin(monoio::time::sleep(after)), ctx: ctx.clone() }))
+    }
+
+    fn restart(&mut self) {
+        self.sleep.as_mut().reset(monoio::time::Instant::now() + self.after);
+    }
+}
+
+/// What a worker that sent nothing for `DYN_HTTP_BACKEND_STREAM_TIMEOUT_SECS` gets its client.
+pub(super) fn response_timeout() -> Error {
+    Error::new(Kind::GatewayTimeout, "Request deadline exceeded")
 }
 
 impl Choice {
@@ -304,7 +331,13 @@ impl Choice {
         let queued = echo
             .filter(|t| !t.is_empty())
             .map(|text| Event::Delta(Delta { choice: index, text: Text::from(text.as_str()), logprobs: Vec::new() }));
-        Choice { index, started, mode, queued, done: false, frame: None, migration }
+        Choice { index, started, mode, queued, done: false, frame: None, migration, timeout: None }
+    }
+
+    /// Bound the wait for each of the worker's items (`DYN_HTTP_BACKEND_STREAM_TIMEOUT_SECS`).
+    pub(super) fn with_timeout(mut self, timeout: Option<Box<Inactivity>>) -> Choice {
+        self.timeout = timeout;
+        self
     }
 
     /// Whether an event waits to be handed out without reading the worker.
@@ -355,7 +388,32 @@ impl Choice {
                     }
                 }
             }
-            let event = std::task::ready!(self.started.poll_next(cx));
+            let event = match self.started.poll_next(cx) {
+                Poll::Ready(event) => {
+                    if let Some(t) = self.timeout.as_mut() {
+                        t.restart();
+                    }
+                    event
+                }
+                Poll::Pending => {
+                    let Some(t) = self.timeout.as_mut() else { return Poll::Pending };
+                    std::task::ready!(t.sleep.as_mut().poll(cx));
+                    // The worker sent nothing for too long: it is set aside for a while, and
+                    // the answer continues elsewhere when it may, else ends with 504.
+                    let worker = self.started.worker;
+                    crate::log::warn(&format!("worker {worker:x} sent nothing for {:?}", t.after));
+                    t.ctx.router.inhibit(worker);
+                    t.restart();
+                    if let Some(m) = self.migration.as_mut() {
+                        if m.migrate("response_timeout", worker) {
+                            self.started.release();
+                            continue;
+                        }
+                    }
+                    self.done = true;
+                    return Poll::Ready(Some(Event::Error(response_timeout())));
+                }
+            };
             if let Some(m) = self.migration.as_mut() {
                 if let Some(Ok(StreamEvent::Item(StreamItem::Tokens(a)))) = &event {
                     if let Some(out) = a.data.as_ref().filter(|_| a.error.is_none()) {
@@ -366,6 +424,11 @@ impl Choice {
                     self.started.release();
                     continue;
                 }
+            }
+            if matches!(event, Some(Err(_))) {
+                // The stream broke (cut, garbled): the next requests avoid the worker for a
+                // while (docs/dynamo/request-plane.md §9.1).
+                self.started.inhibit();
             }
             if let Some(out) = self.step(event) {
                 return Poll::Ready(out);

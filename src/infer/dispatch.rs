@@ -49,6 +49,7 @@ pub struct Started {
     booking: Option<Booking>,
     stream: ResponseStream,
     first: Option<Event>,
+    ctx: Rc<ShardCtx>,
 }
 
 impl Started {
@@ -57,6 +58,12 @@ impl Started {
     pub fn release(&mut self) {
         self.in_flight = None;
         self.booking = None;
+    }
+
+    /// The worker failed mid-answer: this shard's router leaves it out for a while
+    /// (docs/dynamo/request-plane.md §9.1).
+    pub fn inhibit(&self) {
+        self.ctx.router.inhibit(self.worker);
     }
 
     /// The next event, beginning with the one dispatch waited for (the worker has connected
@@ -108,7 +115,9 @@ fn pick(
             let usable = ctx.router.usable(&serving.workers, tried);
             let chosen = ctx
                 .kv
-                .choose(&serving.workers, &usable, tokens, &serving.limits, request, || ctx.router.next_u64())
+                .choose_for(&serving.name, &serving.workers, &usable, tokens, &serving.limits, request, || {
+                    ctx.router.next_u64()
+                })
                 .map_err(|_| Error::new(Kind::Overloaded, "Service temporarily overloaded"))?;
             return Ok(chosen.map(|(c, booking)| (c.index, Some((c.dp_rank, booking)))));
         }
@@ -156,11 +165,25 @@ pub async fn dispatch<B: RequestBody>(
                 continue;
             }
         };
-        let first = loop {
-            match stream.next().await {
-                Some(Ok(StreamEvent::Handshake(_) | StreamEvent::Prologue(_))) => continue,
-                other => break other,
+        let first_item = async {
+            loop {
+                match stream.next().await {
+                    Some(Ok(StreamEvent::Handshake(_) | StreamEvent::Prologue(_))) => continue,
+                    other => break other,
+                }
             }
+        };
+        let first = match ctx.shared.config.backend_stream_timeout {
+            None => first_item.await,
+            Some(after) => monoio::select! {
+                first = first_item => first,
+                _ = monoio::time::sleep(after) => {
+                    // DYN_HTTP_BACKEND_STREAM_TIMEOUT_SECS: nothing from the worker in time.
+                    crate::log::warn(&format!("worker {:x} sent nothing for {after:?}", worker.instance_id));
+                    ctx.router.inhibit(worker.instance_id);
+                    return Err(super::choice::response_timeout());
+                },
+            },
         };
         match first {
             Some(Err(e)) => {
@@ -181,6 +204,7 @@ pub async fn dispatch<B: RequestBody>(
                     booking,
                     stream,
                     first: Some(first),
+                    ctx: ctx.clone(),
                 });
             }
         }

@@ -23,7 +23,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use smallvec::SmallVec;
 
-use super::choice::{Choice, Frame, Mode, ShardTokenizer, TokenState};
+use super::choice::{Choice, Frame, Inactivity, Mode, ShardTokenizer, TokenState};
 use super::dispatch::dispatch;
 use super::migrate::Migration;
 use super::preprocess;
@@ -382,7 +382,10 @@ async fn choices(
             let mut wire = *wire;
             *sent = Instant::now();
             let started = dispatch(ctx, model, serving, req.pinned, &mut wire, new_uuid()).await?;
-            Ok((vec![Choice::new(0, started, Mode::Tensors, None, None)], annotations))
+            Ok((
+                vec![Choice::new(0, started, Mode::Tensors, None, None).with_timeout(Inactivity::of(ctx))],
+                annotations,
+            ))
         }
         ModelKind::Text => {
             let Some(body) = req.forward.take() else {
@@ -393,7 +396,7 @@ async fn choices(
                 .map_err(|e| Error::new(Kind::BadRequest, format!("Failed to deserialize the JSON body: {e}")))?;
             *sent = Instant::now();
             let started = dispatch(ctx, model, serving, req.pinned, &mut v, new_uuid()).await?;
-            Ok((vec![Choice::new(0, started, Mode::Chunks, None, None)], annotations))
+            Ok((vec![Choice::new(0, started, Mode::Chunks, None, None).with_timeout(Inactivity::of(ctx))], annotations))
         }
         ModelKind::Tokens(tokens) => {
             let asked = AnnotationKind::asked(&req.annotations);
@@ -432,7 +435,8 @@ async fn choices(
                 let started = dispatch(ctx, model, serving, req.pinned, &mut *p.wire, new_uuid()).await?;
                 let migration = Migration::new(ctx, serving, p.wire, req.pinned.is_some(), started.request);
                 // The only choice: it takes the stop conditions rather than a copy.
-                let choice = Choice::new(0, started, state(prompt_tokens, prepared.stop), p.echo, migration);
+                let choice = Choice::new(0, started, state(prompt_tokens, prepared.stop), p.echo, migration)
+                    .with_timeout(Inactivity::of(ctx));
                 return Ok((vec![choice], annotations));
             }
             // Several choices: dispatched side by side, each on its own task.
@@ -459,7 +463,7 @@ async fn choices(
                     (Ok(started), wire) => {
                         let mode = state(wire.token_ids.len() as u32, prepared.stop.clone());
                         let migration = Migration::new(ctx, serving, wire, req.pinned.is_some(), started.request);
-                        out.push(Choice::new(index, started, mode, echo, migration))
+                        out.push(Choice::new(index, started, mode, echo, migration).with_timeout(Inactivity::of(ctx)))
                     }
                     (Err(e), _) => failed = failed.or(Some(e)),
                 }

@@ -117,7 +117,15 @@ impl Migration {
     /// Whether `event` is a failure this choice moves away from: it is then counted, and a
     /// resend to another worker begins if one is left ([`Migration::poll_resend`]).
     pub(super) fn on_failure(&mut self, event: &dispatch::Event, worker: u64) -> bool {
-        let Some(reason) = migratable(event) else { return false };
+        match migratable(event) {
+            Some(reason) => self.migrate(reason, worker),
+            None => false,
+        }
+    }
+
+    /// Worker `worker` failed for `reason` mid-answer: counted, inhibited, and a resend to
+    /// another worker begins if one is left. False: the choice ends.
+    pub(super) fn migrate(&mut self, reason: &str, worker: u64) -> bool {
         self.ctx.metrics.with_model(self.model, |m| m.migrations[1] += 1);
         self.ctx.router.inhibit(worker);
         if self.left == 0 {
@@ -161,7 +169,7 @@ impl Migration {
 }
 
 /// 1.6.1's reason for migrating away from a worker after `event`, if it is one.
-fn migratable(event: &dispatch::Event) -> Option<&'static str> {
+pub(super) fn migratable(event: &dispatch::Event) -> Option<&'static str> {
     match event {
         Some(Err(TransportError::StreamIncomplete { .. })) => Some("disconnected"),
         Some(Err(TransportError::ConnectionLost { .. })) => Some("disconnected"),

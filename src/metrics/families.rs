@@ -1,5 +1,5 @@
 //! Dynamo 1.6.1's per-request families (`requests_total`, `requests_started_total`,
-//! `model_cancellation_total`, `inflight_requests`, `active_requests`, `queued_requests`, `output_tokens_total` and the
+//! `model_cancellation_total`, `model_rejection_total`, `model_migration_*`, `inflight_requests`, `active_requests`, `queued_requests`, `output_tokens_total` and the
 //! latency / length histograms), kept per model in a shard-local table.
 //!
 //! A request interns its model name once ([`super::ShardMetrics::model_index`]) and records
@@ -311,6 +311,22 @@ pub fn render(blocks: &mut Blocks, prefix: &str, models: &BTreeMap<String, Model
         let out = block(blocks, &name, "counter", help);
         for (model, m) in models.iter().filter(|(_, m)| m.migration_max_seq_len_exceeded > 0) {
             let _ = writeln!(out, "{name}{{model=\"{}\"}} {}", escape(model), m.migration_max_seq_len_exceeded);
+        }
+    }
+
+    // Requests refused because every worker was busy (`requests_total{error_type="overload"}`
+    // again, by endpoint, under the family 1.6.1 counts them in).
+    let overload = Outcome::Overload as usize;
+    if models.values().any(|m| m.finished.iter().flatten().any(|t| t[overload] > 0)) {
+        let name = format!("{prefix}_model_rejection_total");
+        let out = block(blocks, &name, "counter", "Total number of requests rejected due to resource exhaustion");
+        for (e, ep) in ENDPOINTS.iter().enumerate() {
+            for (model, m) in models {
+                let n: u64 = m.finished[e].iter().map(|t| t[overload]).sum();
+                if n > 0 {
+                    let _ = writeln!(out, "{name}{{endpoint=\"{ep}\",model=\"{}\"}} {n}", escape(model));
+                }
+            }
         }
     }
 

@@ -13,8 +13,10 @@
 //! error event and `[DONE]`. The client going away (the stream's receiver dropped) drops the
 //! generation, which cancels its workers.
 
-use std::future::poll_fn;
+use std::future::{poll_fn, Future};
 use std::io::Write as _;
+use std::task::Poll;
+use std::time::Duration;
 
 use bytes::Bytes;
 use smallvec::SmallVec;
@@ -226,8 +228,14 @@ pub async fn whole(shape: &Shape, mut gen: Generation) -> Result<Vec<u8>, Error>
     Ok(out)
 }
 
-/// Write the generation's events to `tx` as SSE events until it ends or the client leaves.
-pub async fn stream(shape: Shape, mut gen: Generation, tx: local::Sender<Bytes>) {
+/// The SSE keep-alive: a comment with no text, as 1.6.1 sends it.
+const KEEP_ALIVE: &[u8] = b":\n\n";
+
+/// Write the generation's events to `tx` as SSE events until it ends or the client leaves;
+/// with `keep_alive`, a comment ([`KEEP_ALIVE`]) whenever the stream has been quiet that long.
+pub async fn stream(shape: Shape, mut gen: Generation, tx: local::Sender<Bytes>, keep_alive: Option<Duration>) {
+    // Boxed (and reset after each event) only when keep-alives are asked for.
+    let mut quiet = keep_alive.map(|d| (d, Box::pin(monoio::time::sleep(d))));
     let id = response_id(shape.api, &gen);
     let meta = Meta::new(&id, gen.created(), &shape.served.name);
     // A batch of prompts: each prompt's chunks carry `<id>-<prompt>` (the usage chunk the
@@ -247,8 +255,26 @@ pub async fn stream(shape: Shape, mut gen: Generation, tx: local::Sender<Bytes>)
     let mut out = Vec::with_capacity(chunk_capacity);
     loop {
         // The client may leave while the worker is quiet: its receiver's end wakes this.
-        let Some(event) = poll_fn(|cx| tx.poll_unless_closed(cx, |cx| gen.poll_next(cx))).await else {
-            return; // dropping the generation counts the client gone and sends `kill`
+        let next = poll_fn(|cx| match tx.poll_unless_closed(cx, |cx| gen.poll_next(cx)) {
+            Poll::Pending => match quiet.as_mut() {
+                Some((_, sleep)) => sleep.as_mut().poll(cx).map(|()| Some(None)),
+                None => Poll::Pending,
+            },
+            ready => ready.map(|e| e.map(Some)),
+        })
+        .await;
+        if let Some((after, sleep)) = quiet.as_mut() {
+            sleep.as_mut().reset(monoio::time::Instant::now() + *after);
+        }
+        let event = match next {
+            None => return, // dropping the generation counts the client gone and sends `kill`
+            Some(None) => {
+                if tx.send(Bytes::from_static(KEEP_ALIVE)).is_err() {
+                    return;
+                }
+                continue;
+            }
+            Some(Some(event)) => event,
         };
         let end = match event {
             Some(Event::Delta(d)) => {

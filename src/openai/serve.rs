@@ -64,7 +64,7 @@ pub async fn serve(
     let shape = Shape { api, served: gen.serving().clone(), extras };
     if stream {
         let (tx, rx) = local::channel::<Bytes>();
-        monoio::spawn(answer::stream(shape, gen, tx));
+        monoio::spawn(answer::stream(shape, gen, tx, ctx.shared.config.sse_keep_alive));
         return Ok(Answer::Stream(rx));
     }
     answer::whole(&shape, gen).await.map(Answer::Json)

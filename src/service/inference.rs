@@ -26,8 +26,18 @@ pub async fn handle(ctx: &Rc<ShardCtx>, route: RouteId, req: &Request) -> Respon
         Ok(Answer::Stream(rx)) => Response::stream(200, "text/event-stream", rx)
             .with_header("cache-control", "no-cache")
             .with_cut(crate::openai::response::SHUTTING_DOWN),
+        Err(e) if e.kind() == Kind::Overloaded => overloaded(ctx, &e),
         Err(e) => Response::error(&e),
     }
+}
+
+/// An overload refusal: 1.6.1's flat body with the status `DYN_HTTP_OVERLOAD_STATUS_CODE`
+/// sets (529 by default), and `Retry-After` (which 1.6.1 does not send) so a client knows it
+/// may come back.
+fn overloaded(ctx: &ShardCtx, e: &Error) -> Response {
+    let status = ctx.shared.config.overload_status;
+    let body = serde_json::json!({"message": e.message(), "type": "Overloaded", "code": status});
+    Response::json(status, serde_json::to_vec(&body).unwrap_or_default()).with_header("retry-after", "1")
 }
 
 /// The worker a request's headers name: `x-dynamo-worker-instance-id` (or the legacy

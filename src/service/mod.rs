@@ -15,6 +15,7 @@
 //! Everything here runs on one shard thread and owns no locks. What crosses threads is the
 //! scrape of other shards' metrics (through their inboxes) and the `Arc<Registry>` snapshot.
 
+mod busy;
 mod h2;
 pub mod inference;
 pub mod ops;
@@ -69,7 +70,7 @@ impl Frontend {
             tracker::count_failure(&self.ctx.metrics, e.kind());
             return Ok(Response::error(&e).with_header("allow", allow));
         }
-        if route.json_body && !is_json(req.content_type()) {
+        if route.json_body && req.head.method == Method::Post && !is_json(req.content_type()) {
             return Err(Error::new(Kind::UnsupportedMediaType, "Expected request with Content-Type application/json"));
         }
         if req.arrived_draining {
@@ -85,6 +86,7 @@ impl Frontend {
             RouteId::Metrics => Ok(ops::metrics(&self.ctx).await),
             RouteId::OpenApi => Ok(ops::openapi(&self.routes)),
             RouteId::ChatCompletions | RouteId::Completions => Ok(inference::handle(&self.ctx, route.id, req).await),
+            RouteId::BusyThreshold => Ok(busy::handle(&self.ctx, req)),
         }
     }
 }

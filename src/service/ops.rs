@@ -34,7 +34,7 @@ pub fn draining(route: RouteId) -> Option<Response> {
         RouteId::Models | RouteId::Model | RouteId::ChatCompletions | RouteId::Completions => {
             Some(Response::error(&Error::new(Kind::ServiceUnavailable, "Service is not ready")))
         }
-        RouteId::Metrics | RouteId::OpenApi => None,
+        RouteId::Metrics | RouteId::OpenApi | RouteId::BusyThreshold => None,
     }
 }
 

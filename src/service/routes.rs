@@ -18,6 +18,8 @@ pub enum RouteId {
     OpenApi,
     ChatCompletions,
     Completions,
+    /// `GET` / `POST /busy_threshold`.
+    BusyThreshold,
 }
 
 /// One route.
@@ -26,7 +28,7 @@ pub struct Route {
     pub id: RouteId,
     pub path: String,
     pub methods: &'static [Method],
-    /// The body must be JSON (415 otherwise).
+    /// A POST's body must be JSON (415 otherwise).
     pub json_body: bool,
     pub summary: &'static str,
 }
@@ -50,6 +52,7 @@ pub struct Routes {
 
 const GET: &[Method] = &[Method::Get];
 const POST: &[Method] = &[Method::Post];
+const GET_POST: &[Method] = &[Method::Post, Method::Get];
 
 impl Routes {
     pub fn new(paths: &RoutePaths) -> Self {
@@ -71,6 +74,13 @@ impl Routes {
                 r(RouteId::OpenApi, "/openapi.json", GET, false, "This OpenAPI document"),
                 r(RouteId::ChatCompletions, &paths.chat, POST, true, "OpenAI chat completions"),
                 r(RouteId::Completions, &paths.completions, POST, true, "OpenAI completions"),
+                r(
+                    RouteId::BusyThreshold,
+                    "/busy_threshold",
+                    GET_POST,
+                    true,
+                    "The busy thresholds of every model (GET), or set one's (POST)",
+                ),
             ],
         }
     }

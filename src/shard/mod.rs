@@ -57,6 +57,8 @@ pub enum ShardMsg {
     Registry(Arc<Registry>),
     /// Install this shard's KV index replica (`--router-mode kv`).
     KvReplica(Box<crate::router::kv::select::KvInstall>),
+    /// A model's busy thresholds from now on (`POST /busy_threshold` on any shard).
+    Busy(String, crate::config::settings::BusyThresholds),
     /// Stop accepting, drain, exit.
     Shutdown,
 }
@@ -417,6 +419,7 @@ async fn inbox_loop(ctx: Rc<ShardCtx>, inbox: flume::Receiver<ShardMsg>) {
             }
             ShardMsg::Registry(reg) => *ctx.registry.borrow_mut() = reg,
             ShardMsg::KvReplica(k) => ctx.kv.install(*k),
+            ShardMsg::Busy(model, busy) => ctx.kv.set_busy(model, busy),
             ShardMsg::Shutdown => ctx.gate.close(),
         }
     }

@@ -83,7 +83,10 @@ pub struct KvSelector {
     bookings: Bookings,
     approximate: std::cell::Cell<bool>,
     params: CostParams,
+    /// The busy thresholds of the command line, and per model those set at run time
+    /// (`POST /busy_threshold`, broadcast to every shard).
     busy: BusyThresholds,
+    busy_set: RefCell<std::collections::HashMap<String, BusyThresholds>>,
     queue: Option<Queue>,
     stats: RefCell<KvStats>,
 }
@@ -109,6 +112,7 @@ impl KvSelector {
             approximate: std::cell::Cell::new(false),
             params,
             busy,
+            busy_set: RefCell::default(),
             queue: None,
             stats: RefCell::default(),
         }
@@ -208,6 +212,49 @@ impl KvSelector {
         tokens: &[u32],
         limits: &CardLimits,
         request: u128,
+        rand: impl FnMut() -> u64,
+    ) -> Result<Option<(Choice, Booking)>, Overloaded> {
+        self.choose_with(self.busy, workers, usable, tokens, limits, request, rand)
+    }
+
+    /// [`KvSelector::choose`] for a request of `model`, with the model's busy thresholds.
+    #[allow(clippy::too_many_arguments)]
+    pub fn choose_for(
+        &self,
+        model: &str,
+        workers: &[Worker],
+        usable: &[usize],
+        tokens: &[u32],
+        limits: &CardLimits,
+        request: u128,
+        rand: impl FnMut() -> u64,
+    ) -> Result<Option<(Choice, Booking)>, Overloaded> {
+        self.choose_with(self.busy_for(model), workers, usable, tokens, limits, request, rand)
+    }
+
+    /// The busy thresholds of `model`: set at run time, else the command line's.
+    pub fn busy_for(&self, model: &str) -> BusyThresholds {
+        let set = self.busy_set.borrow();
+        if set.is_empty() {
+            return self.busy;
+        }
+        set.get(model).copied().unwrap_or(self.busy)
+    }
+
+    /// `model`'s busy thresholds from now on.
+    pub fn set_busy(&self, model: String, busy: BusyThresholds) {
+        self.busy_set.borrow_mut().insert(model, busy);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn choose_with(
+        &self,
+        busy: BusyThresholds,
+        workers: &[Worker],
+        usable: &[usize],
+        tokens: &[u32],
+        limits: &CardLimits,
+        request: u128,
         mut rand: impl FnMut() -> u64,
     ) -> Result<Option<(Choice, Booking)>, Overloaded> {
         if usable.is_empty() {
@@ -220,8 +267,8 @@ impl KvSelector {
                 workers[i].dp_ranks().map(move |r| (i, Owner { worker_id: workers[i].instance_id, dp_rank: r }))
             })
             .collect();
-        if self.busy.any() {
-            self.drop_busy(&mut ranks, limits);
+        if busy.any() {
+            self.drop_busy(&busy, &mut ranks, limits);
             if ranks.is_empty() {
                 return Err(Overloaded);
             }
@@ -311,7 +358,12 @@ impl KvSelector {
     }
 
     /// Keeps the candidate ranks under every busy threshold.
-    fn drop_busy(&self, ranks: &mut smallvec::SmallVec<[(usize, Owner); 16]>, limits: &CardLimits) {
+    fn drop_busy(
+        &self,
+        busy: &BusyThresholds,
+        ranks: &mut smallvec::SmallVec<[(usize, Owner); 16]>,
+        limits: &CardLimits,
+    ) {
         let mut replica = self.replica.borrow_mut();
         if let Some(r) = replica.as_mut() {
             self.drain(r);
@@ -320,7 +372,7 @@ impl KvSelector {
         ranks.retain(|&mut (_, owner)| {
             let used = replica.as_ref().and_then(|r| r.used_blocks(owner));
             let prefill = table.get(owner).map_or(0, |a| a.prefill_tokens);
-            !self.busy.overloaded(used, prefill, limits)
+            !busy.overloaded(used, prefill, limits)
         });
     }
 }

@@ -1190,28 +1190,34 @@ fn router_queue_parks_requests_while_every_worker_is_prefill_busy() {
     drop(ingest);
 }
 
-/// A request parked in the router queue whose client leaves is taken out of the queue at
-/// once, never reaches a worker, and counts as cancelled.
-#[test]
-fn a_parked_request_whose_client_leaves_leaves_the_queue() {
-    let dir = qwen3_dir();
-    let store = tempdir::Dir(std::env::temp_dir().join(format!("sy-e2e-queue-gone-{}", std::process::id())));
+/// A kv-mode frontend (`--router-mode kv` plus `args`) in front of one slow worker (`ttft`
+/// to its first token), once the model is listed; the event-ingest thread comes with it.
+fn kv_setup(tag: &str, ttft: Duration, args: &[&str]) -> (Setup, Ingest) {
+    let store = tempdir::Dir(std::env::temp_dir().join(format!("sy-e2e-{tag}-{}", std::process::id())));
     let _ = std::fs::remove_dir_all(&store.0);
     std::fs::create_dir_all(&store.0).unwrap();
     let worker = MockWorker::start(MockConfig {
-        ttft: Duration::from_millis(3000),
+        ttft,
         itl: Duration::from_millis(1),
         model_name: "qwen3-mock".into(),
-        model_dir: Some(dir),
+        model_dir: Some(qwen3_dir()),
         ..MockConfig::default()
     })
     .unwrap();
     worker.register_file(&store.0).unwrap();
-    let cfg =
-        frontend_config(&["--discovery-backend", "file", "--router-mode", "kv", "--router-queue-threshold", "0.1"]);
+    let mut all = vec!["--discovery-backend", "file", "--router-mode", "kv"];
+    all.extend_from_slice(args);
+    let cfg = frontend_config(&all);
     let (server, control, ingest) = kv_frontend(&cfg, Backend::File(store.0.clone()));
     assert!(wait_models(server.addr, |ids| !ids.is_empty()));
-    let s = Setup { server: Some(server), control: Some(control), worker, _store: store, script: Vec::new() };
+    (Setup { server: Some(server), control: Some(control), worker, _store: store, script: Vec::new() }, ingest)
+}
+
+/// A request parked in the router queue whose client leaves is taken out of the queue at
+/// once, never reaches a worker, and counts as cancelled.
+#[test]
+fn a_parked_request_whose_client_leaves_leaves_the_queue() {
+    let (s, ingest) = kv_setup("queue-gone", Duration::from_millis(3000), &["--router-queue-threshold", "0.1"]);
     let addr = s.server.as_ref().unwrap().addr;
     let long = (0..500).map(|i| format!("a{i} ")).collect::<String>();
     let body = |content: &str| serde_json::json!({"model": "qwen3-mock", "messages": [{"role": "user", "content": content}], "max_tokens": 2});
@@ -1287,30 +1293,8 @@ fn a_model_is_served_once_its_minimum_of_workers_is_up() {
 /// and `Retry-After`.
 #[test]
 fn an_overloaded_request_gets_529_and_retry_after() {
-    let dir = qwen3_dir();
-    let store = tempdir::Dir(std::env::temp_dir().join(format!("sy-e2e-overload-{}", std::process::id())));
-    let _ = std::fs::remove_dir_all(&store.0);
-    std::fs::create_dir_all(&store.0).unwrap();
-    let worker = MockWorker::start(MockConfig {
-        ttft: Duration::from_millis(2000),
-        model_name: "qwen3-mock".into(),
-        model_dir: Some(dir),
-        ..MockConfig::default()
-    })
-    .unwrap();
-    worker.register_file(&store.0).unwrap();
-    let cfg = frontend_config(&[
-        "--discovery-backend",
-        "file",
-        "--router-mode",
-        "kv",
-        "--active-prefill-tokens-threshold",
-        "100",
-    ]);
-    let (server, control, ingest) = kv_frontend(&cfg, Backend::File(store.0.clone()));
-    assert!(wait_models(server.addr, |ids| !ids.is_empty()));
-    let addr = server.addr;
-    let s = Setup { server: Some(server), control: Some(control), worker, _store: store, script: Vec::new() };
+    let (s, ingest) = kv_setup("overload", Duration::from_millis(2000), &["--active-prefill-tokens-threshold", "100"]);
+    let addr = s.server.as_ref().unwrap().addr;
     let long = (0..500).map(|i| format!("a{i} ")).collect::<String>();
     let body =
         serde_json::json!({"model": "qwen3-mock", "messages": [{"role": "user", "content": long}], "max_tokens": 2});
@@ -1337,23 +1321,8 @@ fn an_overloaded_request_gets_529_and_retry_after() {
 /// load at once.
 #[test]
 fn busy_thresholds_are_read_and_set_at_run_time() {
-    let dir = qwen3_dir();
-    let store = tempdir::Dir(std::env::temp_dir().join(format!("sy-e2e-busy-{}", std::process::id())));
-    let _ = std::fs::remove_dir_all(&store.0);
-    std::fs::create_dir_all(&store.0).unwrap();
-    let worker = MockWorker::start(MockConfig {
-        ttft: Duration::from_millis(2000),
-        model_name: "qwen3-mock".into(),
-        model_dir: Some(dir),
-        ..MockConfig::default()
-    })
-    .unwrap();
-    worker.register_file(&store.0).unwrap();
-    let cfg = frontend_config(&["--discovery-backend", "file", "--router-mode", "kv"]);
-    let (server, control, ingest) = kv_frontend(&cfg, Backend::File(store.0.clone()));
-    assert!(wait_models(server.addr, |ids| !ids.is_empty()));
-    let addr = server.addr;
-    let s = Setup { server: Some(server), control: Some(control), worker, _store: store, script: Vec::new() };
+    let (s, ingest) = kv_setup("busy", Duration::from_millis(2000), &[]);
+    let addr = s.server.as_ref().unwrap().addr;
     let post = |body: &str| {
         let req = format!(
             "POST /busy_threshold HTTP/1.1\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",

@@ -15,6 +15,7 @@
 //! client that is still uploading (a body over the limit) sees a reset instead of the 413.
 
 use std::future::Future;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
@@ -241,10 +242,14 @@ async fn stream_body(
     cut: Option<&'static [u8]>,
     gate: &Gate,
 ) -> (bool, Vec<u8>) {
+    // The peek timer and the drain's end are registered once and then only checked when the
+    // task wakes (a poll per chunk would re-register both for every token).
     let look = monoio::time::sleep(watch::MAX_GAP);
     let mut look = std::pin::pin!(look);
+    let mut look_armed = false;
     let finished = gate.finished();
     let mut finished = std::pin::pin!(finished);
+    let mut finished_armed = false;
     loop {
         let (res, o) = stream.write_all(out).await;
         out = o;
@@ -253,15 +258,42 @@ async fn stream_body(
             return (false, out);
         }
         let next = loop {
-            monoio::select! {
-                c = chunks.recv() => break c,
-                _ = &mut look => {
+            let wait = std::future::poll_fn(|cx| {
+                if let Poll::Ready(c) = chunks.poll_recv(cx) {
+                    return Poll::Ready(Wait::Chunk(c));
+                }
+                if gate.is_finished() {
+                    return Poll::Ready(Wait::Finished);
+                }
+                if !finished_armed {
+                    if finished.as_mut().poll(cx).is_ready() {
+                        return Poll::Ready(Wait::Finished);
+                    }
+                    finished_armed = true;
+                }
+                if look_armed {
+                    if look.is_elapsed() {
+                        return Poll::Ready(Wait::Look);
+                    }
+                } else {
+                    if look.as_mut().poll(cx).is_ready() {
+                        return Poll::Ready(Wait::Look);
+                    }
+                    look_armed = true;
+                }
+                Poll::Pending
+            })
+            .await;
+            match wait {
+                Wait::Chunk(c) => break c,
+                Wait::Look => {
                     if watch::peer(stream) == Peer::Gone {
                         return (false, out);
                     }
                     look.as_mut().reset(monoio::time::Instant::now() + watch::MAX_GAP);
-                },
-                _ = &mut finished => {
+                    look_armed = false;
+                }
+                Wait::Finished => {
                     // The drain is over: what is already made goes out, then the body's clean
                     // end (an error event for SSE), then the last chunk.
                     while let Some(more) = chunks.try_recv() {
@@ -275,7 +307,7 @@ async fn stream_body(
                     out = o;
                     out.clear();
                     return (false, out);
-                },
+                }
             }
         };
         match next {
@@ -295,6 +327,15 @@ async fn stream_body(
             }
         }
     }
+}
+
+/// What woke a streamed body's wait.
+enum Wait {
+    Chunk(Option<Bytes>),
+    /// The peek timer fired.
+    Look,
+    /// The drain is over.
+    Finished,
 }
 
 /// What a request still being answered when the drain ends gets.

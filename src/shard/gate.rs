@@ -111,6 +111,11 @@ impl Gate {
         self.0.closed.get()
     }
 
+    /// Whether [`Gate::finish`] has been called.
+    pub fn is_finished(&self) -> bool {
+        self.0.finished.get()
+    }
+
     /// Start draining: stop accepting, finish what is in flight.
     pub fn close(&self) {
         self.0.closed.set(true);

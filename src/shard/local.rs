@@ -25,7 +25,7 @@ struct Shared<T> {
 }
 
 /// The sending half; cheap to clone.
-pub struct Sender<T>(Rc<RefCell<Shared<T>>>);
+pub struct Sender<T>(Rc<RefCell<Shared<T>>>, std::cell::Cell<bool>);
 
 /// The receiving half.
 pub struct Receiver<T>(Rc<RefCell<Shared<T>>>);
@@ -39,7 +39,7 @@ pub fn channel<T>() -> (Sender<T>, Receiver<T>) {
         receiver_alive: true,
         closed_wakers: SmallVec::new(),
     }));
-    (Sender(shared.clone()), Receiver(shared))
+    (Sender(shared.clone(), std::cell::Cell::new(false)), Receiver(shared))
 }
 
 impl<T> Sender<T> {
@@ -61,15 +61,19 @@ impl<T> Sender<T> {
         !self.0.borrow().receiver_alive
     }
 
-    /// Ready once the receiver is gone; `Pending` registers the task to be woken then.
+    /// Ready once the receiver is gone; `Pending` registers the task to be woken then. A
+    /// sender registers once (the first task that polls it is the one woken: each sender
+    /// belongs to one task), so a producer waiting for every token pays a flag check.
     pub fn poll_closed(&self, cx: &mut Context<'_>) -> Poll<()> {
+        if self.1.get() {
+            return if self.is_closed() { Poll::Ready(()) } else { Poll::Pending };
+        }
         let mut s = self.0.borrow_mut();
         if !s.receiver_alive {
             return Poll::Ready(());
         }
-        if !s.closed_wakers.iter().any(|w| w.will_wake(cx.waker())) {
-            s.closed_wakers.push(cx.waker().clone());
-        }
+        s.closed_wakers.push(cx.waker().clone());
+        self.1.set(true);
         Poll::Pending
     }
 
@@ -96,7 +100,7 @@ impl<T> Sender<T> {
 impl<T> Clone for Sender<T> {
     fn clone(&self) -> Self {
         self.0.borrow_mut().senders += 1;
-        Sender(self.0.clone())
+        Sender(self.0.clone(), std::cell::Cell::new(false))
     }
 }
 

@@ -7,9 +7,10 @@
 #                 error event and [DONE] (the whole one: 503), and the next 20 requests succeed.
 #   leave-<drv>   on io_uring and on epoll: 50 clients go away at random points (before the
 #                 first token, mid-stream, during whole answers) while others stay; then
-#                 nothing is in flight, every request that left was cancelled at its worker
-#                 (the mocker logs "request cancellation received" once for each, and every
-#                 request it received ended), and the next 100 requests succeed.
+#                 nothing is in flight, every request that left was counted cancelled and was
+#                 cancelled at its worker (the mocker logs "request cancellation received" at
+#                 least once for each, and every request it received ended), and the next 100
+#                 requests succeed.
 #   etcd          mockers and switchyard on a real etcd: etcd is stopped while requests keep
 #                 being served from the last snapshot, started again, and a mocker started
 #                 after it is discovered and served.
@@ -146,7 +147,10 @@ case_leave() { # io driver
   killed=$(plain_log mocker-1 | grep -c "request cancellation received" || true)
   echo "  $left of 50 clients left; switchyard counted $cancelled cancelled; the mocker received $received, ended $ended, was told to cancel $killed"
   [ "$cancelled" = "$left" ] || fail "$left clients left but $cancelled requests were counted cancelled"
-  [ "$killed" = "$left" ] || fail "$left clients left but the mocker was told to cancel $killed"
+  # Every request that left was cancelled at the worker (a request that ended at its own
+  # max_tokens may also be cancelled, when the frontend is done before the worker's final
+  # frame arrives: so at least, not exactly).
+  [ "$killed" -ge "$left" ] || fail "$left clients left but the mocker was told to cancel only $killed"
   [ "$ended" = "$received" ] || fail "the mocker still runs $((received - ended)) request(s)"
   client ok "$PORT" 100 || fail "requests after the departures failed"
 }

@@ -12,7 +12,9 @@
 //! A named worker pins the request in every mode, as in Dynamo. A worker that failed on the
 //! request path (refused connect, lost connection, stream cut before the first token, no
 //! call-back) is *inhibited* — skipped by every mode — for `DYN_RUNTIME_INHIBITED_DURATION_SECS`
-//! (default 5 s), as 1.6.1 does (docs/dynamo/request-plane.md §9.1); the request is retried on another worker. Only
+//! (default 5 s), as 1.6.1 does (docs/dynamo/request-plane.md §9.1); the request is retried on another worker.
+//! 1.6.1 inhibits a worker for the whole process, so an inhibition is also told to the other
+//! shards (the hook set with [`Router::on_inhibit`]; they apply it with [`Router::inhibit_here`]). Only
 //! a pinned request still goes to an inhibited worker (it asked for that one). When every
 //! worker is inhibited or already tried, [`Router::pick`] returns `None` and the caller
 //! answers 503. "In flight" is counted by
@@ -43,6 +45,8 @@ pub struct Router {
     /// Inhibited workers and until when.
     inhibited: RefCell<FastMap<u64, Instant>>,
     inhibit_for: Duration,
+    /// Tells the other shards of an inhibition (set by the shard).
+    tell: Option<Box<dyn Fn(u64, Instant)>>,
 }
 
 /// `DYN_RUNTIME_INHIBITED_DURATION_SECS`' default.
@@ -81,6 +85,7 @@ impl Router {
         Router {
             inhibited: RefCell::new(FastMap::default()),
             inhibit_for,
+            tell: None,
             mode,
             counter: Cell::new(0),
             rng: Cell::new(seed | 1),
@@ -110,9 +115,27 @@ impl Router {
         best.map(|(i, _)| i)
     }
 
-    /// Skip worker `id` for the inhibition period (it just failed on the request path).
+    /// Every inhibition made here is also passed to `tell` (for the other shards).
+    pub fn on_inhibit(mut self, tell: Box<dyn Fn(u64, Instant)>) -> Router {
+        self.tell = Some(tell);
+        self
+    }
+
+    /// Skip worker `id` for the inhibition period (it just failed on the request path), on
+    /// this shard and, through the hook, on the others.
     pub fn inhibit(&self, id: u64) {
-        self.inhibited.borrow_mut().insert(id, Instant::now() + self.inhibit_for);
+        let until = Instant::now() + self.inhibit_for;
+        self.inhibit_here(id, until);
+        if let Some(tell) = &self.tell {
+            tell(id, until);
+        }
+    }
+
+    /// Skip worker `id` until `until` on this shard only (another shard saw it fail).
+    pub fn inhibit_here(&self, id: u64, until: Instant) {
+        let mut t = self.inhibited.borrow_mut();
+        let e = t.entry(id).or_insert(until);
+        *e = (*e).max(until);
     }
 
     /// Whether worker `id` is inhibited now (expired entries are dropped).
@@ -300,6 +323,26 @@ mod tests {
         r.inhibit_for = Duration::ZERO;
         r.inhibit(100);
         assert!(!r.is_inhibited(100), "the inhibition expires");
+    }
+
+    #[test]
+    fn an_inhibition_is_told_to_the_other_shards_and_applied_there() {
+        let told = Rc::new(RefCell::new(Vec::new()));
+        let sink = told.clone();
+        let here =
+            Router::new(Mode::RoundRobin, 5).on_inhibit(Box::new(move |id, until| sink.borrow_mut().push((id, until))));
+        here.inhibit(101);
+        assert!(here.is_inhibited(101));
+        let (id, until) = told.borrow()[0];
+        assert_eq!(id, 101);
+        let there = Router::new(Mode::RoundRobin, 6);
+        there.inhibit_here(id, until);
+        let w = workers(2, &[]);
+        for _ in 0..10 {
+            assert_eq!(there.pick(&w, None, &[]).unwrap(), Some(0), "the other shard skips it too");
+        }
+        there.inhibit_here(id, Instant::now());
+        assert!(there.is_inhibited(101), "an earlier deadline never shortens one");
     }
 
     #[test]

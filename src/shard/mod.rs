@@ -57,6 +57,8 @@ pub enum ShardMsg {
     Registry(Arc<Registry>),
     /// Install this shard's KV index replica (`--router-mode kv`).
     KvReplica(Box<crate::router::kv::select::KvInstall>),
+    /// Another shard saw this worker fail: skip it until then.
+    Inhibit(u64, Instant),
     /// A model's busy thresholds from now on (`POST /busy_threshold` on any shard).
     Busy(String, crate::config::settings::BusyThresholds),
     /// Stop accepting, drain, exit.
@@ -314,7 +316,8 @@ async fn shard_main<S: Service + crate::h2::Handler>(
         router: crate::router::Router::new(
             cfg.router_mode,
             (id as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ std::process::id() as u64,
-        ),
+        )
+        .on_inhibit(tell_others(id, &shared)),
         kv: crate::router::kv::select::KvSelector::new(cfg.kv_cost, cfg.kv_busy).with_queue(cfg.kv_queue),
         offloads: RefCell::new(std::collections::HashMap::new()),
         shared: shared.clone(),
@@ -409,6 +412,17 @@ async fn connection<S: Service + crate::h2::Handler>(
     ctx.metrics.connection_closed();
 }
 
+/// The hook that passes a worker's inhibition to every other shard's inbox.
+fn tell_others(id: usize, shared: &Shared) -> Box<dyn Fn(u64, Instant)> {
+    let others: Vec<flume::Sender<ShardMsg>> =
+        shared.inboxes.iter().enumerate().filter(|(i, _)| *i != id).map(|(_, s)| s.clone()).collect();
+    Box::new(move |worker, until| {
+        for inbox in &others {
+            let _ = inbox.send(ShardMsg::Inhibit(worker, until));
+        }
+    })
+}
+
 async fn inbox_loop(ctx: Rc<ShardCtx>, inbox: flume::Receiver<ShardMsg>) {
     while let Ok(msg) = inbox.recv_async().await {
         match msg {
@@ -420,6 +434,7 @@ async fn inbox_loop(ctx: Rc<ShardCtx>, inbox: flume::Receiver<ShardMsg>) {
             ShardMsg::Registry(reg) => *ctx.registry.borrow_mut() = reg,
             ShardMsg::KvReplica(k) => ctx.kv.install(*k),
             ShardMsg::Busy(model, busy) => ctx.kv.set_busy(model, busy),
+            ShardMsg::Inhibit(worker, until) => ctx.router.inhibit_here(worker, until),
             ShardMsg::Shutdown => ctx.gate.close(),
         }
     }

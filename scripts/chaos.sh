@@ -17,6 +17,8 @@
 #   overload      --router-mode kv with a low --active-decode-blocks-threshold: 20 streams at
 #                 once; each is served whole or refused with 1.6.1's 529 body and Retry-After,
 #                 and the frontend's counts agree (served + refused = sent, none lost).
+#   overload-rr   the same with --router-mode round-robin, where the busy state comes from the
+#                 worker's own kv_metrics reports (as in 1.6.1).
 #   kv-restart    --router-mode kv with ZMQ KV events: a mocker is SIGKILLed and another
 #                 started (its KV publisher new, the old one's gone mid-sequence); requests
 #                 keep succeeding and the new worker is routed to.
@@ -31,7 +33,7 @@ scratch_dir
 declare -A PID
 PORT=18631
 CLIENT=(env PYTHONUNBUFFERED=1 "$PY" scripts/chaos_client.py)
-CASES=${CASES:-"kill-migrate kill-plain leave-io-uring leave-epoll etcd overload kv-restart"}
+CASES=${CASES:-"kill-migrate kill-plain leave-io-uring leave-epoll etcd overload overload-rr kv-restart"}
 
 plain_log() { sed 's/\x1b\[[0-9;]*m//g' "$WORK/$1.log"; }
 # `logged name pattern`: whether the log holds the pattern. grep reads it all (`grep -q` would
@@ -188,10 +190,10 @@ case_etcd() {
   unset ETCD_ENDPOINTS
 }
 
-case_overload() {
+case_overload() { # router mode (kv: its own bookings; round-robin: the worker's load reports)
   fresh
   mocker mocker-1 --event-plane zmq --num-gpu-blocks-override 512 --block-size 16
-  frontend --router-mode kv --event-plane zmq --active-decode-blocks-threshold 0.05
+  frontend --router-mode "$1" --event-plane zmq --active-decode-blocks-threshold 0.05
   instances 1
   local out served refused
   out=$(client overload "$PORT" 20) || fail "overload: $out"
@@ -230,7 +232,8 @@ for c in $CASES; do
     leave-io-uring) case_leave io-uring ;;
     leave-epoll) case_leave epoll ;;
     etcd) case_etcd ;;
-    overload) case_overload ;;
+    overload) case_overload kv ;;
+    overload-rr) case_overload round-robin ;;
     kv-restart) case_kv_restart ;;
     *) fail "unknown case $c" ;;
   esac

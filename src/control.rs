@@ -240,8 +240,20 @@ impl Builder {
 }
 
 /// The `kv-events` and `kv_metrics` publishers (ZMQ endpoints, NATS subjects), the recovery
-/// targets and the live workers of a snapshot.
-fn kv_publishers(snap: &Snapshot) -> Publishers {
+/// targets and the live workers of a snapshot; with `load_only` (another router mode than
+/// kv, watching worker load for the busy thresholds) only the `kv_metrics` publishers.
+fn kv_publishers(snap: &Snapshot, load_only: bool) -> Publishers {
+    let mut p = all_publishers(snap);
+    if load_only {
+        p.endpoints.clear();
+        p.active_endpoints.clear();
+        p.sources.clear();
+        p.nats_subjects.retain(|s| s.ends_with(".kv_metrics"));
+    }
+    p
+}
+
+fn all_publishers(snap: &Snapshot) -> Publishers {
     let (mut endpoints, mut load_endpoints, mut nats_subjects) = (BTreeSet::new(), BTreeSet::new(), BTreeSet::new());
     let mut active_endpoints = std::collections::BTreeMap::new();
     for c in snap.event_channels.iter().filter_map(|c| EventChannelRecord::parse(&c.raw).ok()) {
@@ -319,6 +331,7 @@ impl Control {
         let filter = cfg.namespace_filter();
         let shards = server.drivers.len();
         let min_workers = cfg.min_initial_workers;
+        let load_only = cfg.router_mode != crate::config::settings::RouterMode::Kv;
         let stop2 = stop.clone();
         let thread = std::thread::Builder::new().name("control".into()).spawn(move || {
             let mut source: Box<dyn Source> = match backend {
@@ -344,7 +357,7 @@ impl Control {
                 &stop2,
                 |mut registry, snap| {
                     if let Some(kv) = &kv {
-                        let _ = kv.send(kv_publishers(snap));
+                        let _ = kv.send(kv_publishers(snap, load_only));
                     }
                     if let Some(a) = &announce {
                         let scopes = snap.served.iter().map(|s| {

@@ -133,8 +133,10 @@ fn main() {
             std::process::exit(1);
         }
     };
-    // --router-mode kv: one index replica per shard, fed by the event-ingest thread.
-    let ingest = if kv_mode {
+    // --router-mode kv: one index replica per shard, fed by the event-ingest thread. Another
+    // mode with a busy threshold: the same thread follows only the workers' load reports
+    // (`kv_metrics`), which the shards read to leave busy workers out.
+    let ingest = if kv_mode || cfg.kv_busy.any() {
         match switchyard::ingest::Ingest::start_for(server.drivers.len(), cfg.kv_approximate(), sync) {
             Ok((i, installs)) => {
                 server.install_kv(installs);

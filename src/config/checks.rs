@@ -3,7 +3,7 @@
 //! (a flag accepted but not built stops start-up, naming it).
 
 use super::parse::{Parsed, Value};
-use super::{boolean, flag_name, float, int, invalid, text, ConfigError, UNBUILT_ENV_VARS};
+use super::{boolean, float, int, invalid, text, ConfigError, UNBUILT_ENV_VARS};
 
 /// Options whose every value switchyard implements. Any other option must stay at its
 /// default, or start-up stops with a message naming it.
@@ -179,20 +179,10 @@ pub(super) fn validate_dynamo(p: &Parsed, warnings: &mut Vec<String>) -> Result<
             return Err(invalid("--active-prefill-tokens-threshold-frac must be a finite value >= 0"));
         }
     }
-    let busy = [
-        "active_decode_blocks_threshold",
-        "active_prefill_tokens_threshold",
-        "active_prefill_tokens_threshold_frac",
-        "router_queue_threshold",
-    ];
-    if let Some(dest) = busy.iter().find(|d| *p.get(d) != Value::Null) {
-        if text(p, "router_mode") != Some("kv") {
-            return Err(invalid(format!(
-                "{} is implemented for --router-mode kv only in this switchyard build (it reads the kv \
-                 router's bookings and the workers' kv_metrics)",
-                flag_name(dest)
-            )));
-        }
+    // Busy thresholds work in every mode (outside kv from the workers' own load reports);
+    // the router queue is the kv router's, and 1.6.1 ignores it in the other modes.
+    if *p.get("router_queue_threshold") != Value::Null && text(p, "router_mode") != Some("kv") {
+        warnings.push("--router-queue-threshold has no effect outside --router-mode kv (as in Dynamo 1.6.1)".into());
     }
     if boolean(p, "router_replica_sync") {
         if text(p, "router_mode") != Some("kv") {

@@ -557,6 +557,21 @@ mod tests {
     }
 
     #[test]
+    fn busy_thresholds_work_in_every_mode_and_the_queue_is_ignored_outside_kv_with_a_warning() {
+        for mode in ["round-robin", "random", "least-loaded", "power-of-two"] {
+            let c = run(&["--router-mode", mode, "--active-decode-blocks-threshold", "0.5"], &[]).unwrap();
+            assert_eq!(c.kv_busy.decode_blocks_frac, Some(0.5));
+        }
+        let args: Vec<String> =
+            ["--router-mode", "random", "--router-queue-threshold", "0.5"].iter().map(|s| s.to_string()).collect();
+        let (_, _, warnings) = load(&args, &|_| None).unwrap();
+        assert!(warnings.iter().any(|w| w.contains("--router-queue-threshold has no effect outside")), "{warnings:?}");
+        let args: Vec<String> =
+            ["--router-mode", "kv", "--router-queue-threshold", "0.5"].iter().map(|s| s.to_string()).collect();
+        assert!(load(&args, &|_| None).unwrap().2.is_empty());
+    }
+
+    #[test]
     fn replica_sync_needs_the_kv_router_and_the_zmq_event_plane() {
         run(&["--router-mode", "kv", "--router-replica-sync"], &[]).unwrap();
         run(&["--router-mode", "kv"], &[("DYN_ROUTER_REPLICA_SYNC", "true")]).unwrap();

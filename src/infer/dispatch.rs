@@ -16,6 +16,8 @@ use std::rc::Rc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use smallvec::SmallVec;
+
 use crate::error::{Error, Kind};
 use crate::plane::stream::StreamEvent;
 use crate::registry::{Serving, Worker};
@@ -118,11 +120,37 @@ fn pick(
                 .choose_for(&serving.name, &serving.workers, &usable, tokens, &serving.limits, request, || {
                     ctx.router.next_u64()
                 })
-                .map_err(|_| Error::new(Kind::Overloaded, "Service temporarily overloaded"))?;
+                .map_err(|_| overloaded())?;
             return Ok(chosen.map(|(c, booking)| (c.index, Some((c.dp_rank, booking)))));
         }
     }
+    if pinned.is_none() && ctx.router.mode() != Mode::Kv && ctx.kv.ready() {
+        // Another mode with busy thresholds: the workers' own load reports leave the busy
+        // ones out; when every usable worker is busy, the request is refused as overload.
+        let mut skip: SmallVec<[u64; 16]> = tried.iter().copied().collect();
+        let before = skip.len();
+        skip.extend(
+            serving
+                .workers
+                .iter()
+                .filter(|w| !tried.contains(&w.instance_id) && ctx.kv.worker_busy(&serving.name, w, &serving.limits))
+                .map(|w| w.instance_id),
+        );
+        if skip.len() > before {
+            return match ctx.router.pick(&serving.workers, None, &skip)? {
+                Some(i) => Ok(Some((i, None))),
+                None if !ctx.router.usable(&serving.workers, tried).is_empty() => Err(overloaded()),
+                None => Ok(None),
+            };
+        }
+    }
     Ok(ctx.router.pick(&serving.workers, pinned, tried)?.map(|i| (i, None)))
+}
+
+/// Every usable worker is over a busy threshold (1.6.1's words; the status is
+/// `DYN_HTTP_OVERLOAD_STATUS_CODE`'s).
+fn overloaded() -> Error {
+    Error::new(Kind::Overloaded, "Service temporarily overloaded")
 }
 
 /// Send `wire` as request `request` (its id on every worker tried) to a worker of `serving`

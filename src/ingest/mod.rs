@@ -428,6 +428,8 @@ impl State {
                 Ok(m) => self.feed.publish(IndexOp::Usage {
                     owner: Owner { worker_id: m.worker_id, dp_rank: m.dp_rank },
                     kv_used_blocks: m.kv_used_blocks.unwrap_or(0),
+                    active_decode_blocks: m.active_decode_blocks,
+                    active_prefill_tokens: m.active_prefill_tokens,
                 }),
                 Err(e) => self.malformed("kv_metrics report", &e),
             }

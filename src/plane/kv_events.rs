@@ -222,6 +222,12 @@ pub struct KvMetrics {
     /// KV blocks in use; `None` if the worker left it out.
     #[serde(default)]
     pub kv_used_blocks: Option<u64>,
+    /// Blocks of the sequences it is decoding, if it reports them (the mocker does not).
+    #[serde(default)]
+    pub active_decode_blocks: Option<u64>,
+    /// Prompt tokens waiting for or in prefill, if it reports them (the mocker does not).
+    #[serde(default)]
+    pub active_prefill_tokens: Option<u64>,
 }
 
 /// Decodes a `kv_metrics` payload (a msgpack map; other keys are ignored).

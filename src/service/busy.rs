@@ -5,8 +5,10 @@
 //!
 //! A POST with only `model` is a query (200 with the current values, for any name); with a
 //! value it merges the values given into the model's (a `null` is "not given": nothing can
-//! be cleared, as in 1.6.1). The thresholds are enforced by the kv router; with another
-//! `--router-mode` setting one is refused (501) rather than accepted and ignored.
+//! be cleared, as in 1.6.1). The kv router enforces them with its bookings; the other modes
+//! with the workers' own load reports, which switchyard follows only when started with a
+//! threshold — without one, setting a threshold there is refused (501) rather than
+//! accepted and ignored.
 
 use std::rc::Rc;
 
@@ -64,8 +66,13 @@ pub fn handle(ctx: &Rc<ShardCtx>, req: &Request) -> Response {
                 format!("Model '{}' not found. Thresholds can only be set for discovered models.", post.model),
             );
         }
-        if ctx.shared.config.router_mode != RouterMode::Kv {
-            return error(501, "busy thresholds are enforced by --router-mode kv only in this switchyard build".into());
+        if ctx.shared.config.router_mode != RouterMode::Kv && !ctx.kv.ready() {
+            return error(
+                501,
+                "outside --router-mode kv, switchyard watches the workers' load only when started with a busy \
+                 threshold (e.g. --active-decode-blocks-threshold 1.0, which never fires)"
+                    .into(),
+            );
         }
         busy.decode_blocks_frac = post.active_decode_blocks_threshold.or(busy.decode_blocks_frac);
         busy.prefill_tokens = post.active_prefill_tokens_threshold.or(busy.prefill_tokens);

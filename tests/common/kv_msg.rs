@@ -35,10 +35,15 @@ pub fn envelope<T: Serialize + ?Sized>(topic: &str, payload: &T, sequence: u64) 
 
 /// The four ZMQ frames (hex, comma-joined) of a `kv-events` message carrying `events`.
 pub fn zmq_message(events: &[RouterEvent], sequence: u64) -> String {
-    let body = envelope("kv-events", events, sequence);
+    zmq_topic_message("kv-events", events, sequence)
+}
+
+/// The four ZMQ frames (hex, comma-joined) of a `topic` message whose payload is `payload`.
+pub fn zmq_topic_message<T: Serialize + ?Sized>(topic: &str, payload: &T, sequence: u64) -> String {
+    let body = envelope(topic, payload, sequence);
     let mut frame3 = vec![1u8];
     frame3.extend_from_slice(&(body.len() as u32).to_be_bytes());
     frame3.extend_from_slice(&body);
     let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
-    [hex(b"kv-events"), hex(&77u64.to_be_bytes()), hex(&sequence.to_be_bytes()), hex(&frame3)].join(",")
+    [hex(topic.as_bytes()), hex(&77u64.to_be_bytes()), hex(&sequence.to_be_bytes()), hex(&frame3)].join(",")
 }

@@ -83,6 +83,10 @@ pub enum IndexOp {
     Usage {
         owner: Owner,
         kv_used_blocks: u64,
+        /// The report's `active_decode_blocks` and `active_prefill_tokens`, when given
+        /// (read outside `--router-mode kv`, where no bookings exist).
+        active_decode_blocks: Option<u64>,
+        active_prefill_tokens: Option<u64>,
     },
     /// A booking step of one shard, for the others' active-sequence tables (not an index
     /// change either).

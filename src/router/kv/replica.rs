@@ -41,12 +41,20 @@ pub struct IndexFeed {
     backlog: Vec<VecDeque<IndexOp>>,
 }
 
+/// A worker rank's last `kv_metrics` report.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Reported {
+    pub kv_used_blocks: u64,
+    pub active_decode_blocks: Option<u64>,
+    pub active_prefill_tokens: Option<u64>,
+}
+
 /// A shard's private index, fed from the ingest thread.
 pub struct IndexReplica {
     ring: Consumer<IndexOp>,
     index: KvIndex,
-    /// Latest `kv_used_blocks` per owner (from [`IndexOp::Usage`]).
-    usage: HashMap<Owner, u64>,
+    /// Latest `kv_metrics` report per owner (from [`IndexOp::Usage`]).
+    usage: HashMap<Owner, Reported>,
     /// This replica's shard (its own [`IndexOp::Load`] messages are skipped, but for the
     /// workers' prefill marks, which only the ingest thread sends).
     id: u16,
@@ -119,8 +127,8 @@ impl IndexReplica {
         let chunk = self.ring.read_chunk(n).expect("slots were counted");
         for op in chunk.into_iter() {
             match op {
-                IndexOp::Usage { owner, kv_used_blocks } => {
-                    self.usage.insert(owner, kv_used_blocks);
+                IndexOp::Usage { owner, kv_used_blocks, active_decode_blocks, active_prefill_tokens } => {
+                    self.usage.insert(owner, Reported { kv_used_blocks, active_decode_blocks, active_prefill_tokens });
                 }
                 IndexOp::Load(m) => {
                     if m.origin != self.id || m.op == LoadOp::PrefillMarked {
@@ -149,6 +157,11 @@ impl IndexReplica {
 
     /// The KV blocks `owner` last reported in use (as of the last drain).
     pub fn used_blocks(&self, owner: Owner) -> Option<u64> {
+        self.usage.get(&owner).map(|r| r.kv_used_blocks)
+    }
+
+    /// `owner`'s last report in full (as of the last drain).
+    pub fn reported(&self, owner: Owner) -> Option<Reported> {
         self.usage.get(&owner).copied()
     }
 

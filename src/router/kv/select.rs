@@ -357,6 +357,30 @@ impl KvSelector {
         }
     }
 
+    /// Outside `--router-mode kv`: whether `worker` is busy for `model`'s thresholds by what
+    /// it reported itself (there are no bookings), as 1.6.1's load monitor decides it. A
+    /// rank is busy when its reported KV blocks in use (or decode blocks) exceed
+    /// `F · total_kv_blocks`, or its reported prefill tokens exceed a prefill threshold; a
+    /// rank that never reported is free; the worker is busy only when all its ranks are.
+    pub fn worker_busy(&self, model: &str, worker: &Worker, limits: &CardLimits) -> bool {
+        let busy = self.busy_for(model);
+        if !busy.any() {
+            return false;
+        }
+        let mut replica = self.replica.borrow_mut();
+        let Some(r) = replica.as_mut() else { return false };
+        r.drain(usize::MAX);
+        worker.dp_ranks().all(|dp_rank| {
+            let Some(rep) = r.reported(Owner { worker_id: worker.instance_id, dp_rank }) else { return false };
+            let used = rep.kv_used_blocks.max(rep.active_decode_blocks.unwrap_or(0));
+            let decode_only = BusyThresholds { prefill_tokens: None, prefill_frac: None, ..busy };
+            decode_only.overloaded(Some(used), 0, limits)
+                || rep
+                    .active_prefill_tokens
+                    .is_some_and(|p| BusyThresholds { decode_blocks_frac: None, ..busy }.overloaded(None, p, limits))
+        })
+    }
+
     /// Keeps the candidate ranks under every busy threshold.
     fn drop_busy(
         &self,
@@ -516,8 +540,18 @@ mod tests {
         sel.install(alone(replicas.pop().unwrap()));
         let prompt: Vec<u32> = (0..200).collect();
         // 101 reports 60 of its 100 blocks in use (> 0.5): only 100 is a candidate.
-        feed.publish(IndexOp::Usage { owner: Owner { worker_id: 101, dp_rank: 0 }, kv_used_blocks: 60 });
-        feed.publish(IndexOp::Usage { owner: Owner { worker_id: 100, dp_rank: 0 }, kv_used_blocks: 50 });
+        feed.publish(IndexOp::Usage {
+            owner: Owner { worker_id: 101, dp_rank: 0 },
+            kv_used_blocks: 60,
+            active_decode_blocks: None,
+            active_prefill_tokens: None,
+        });
+        feed.publish(IndexOp::Usage {
+            owner: Owner { worker_id: 100, dp_rank: 0 },
+            kv_used_blocks: 50,
+            active_decode_blocks: None,
+            active_prefill_tokens: None,
+        });
         for _ in 0..4 {
             let (c, _b) = sel.choose(&w, &[0, 1], &prompt, &LIMITS, 0, counter()).unwrap().unwrap();
             assert_eq!(c.index, 0);

@@ -1,6 +1,8 @@
 //! Busy thresholds outside `--router-mode kv`: the workers' own `kv_metrics` reports (from a
 //! real libzmq publisher) leave busy workers out of round-robin, and when every worker is
 //! busy the request gets the overload answer; `POST /busy_threshold` changes it at run time.
+//! Session affinity on top: a session stays on its worker, and when that worker is busy,
+//! `hard` mode refuses and `soft` mode moves the session.
 
 mod common;
 
@@ -84,9 +86,14 @@ fn frontend(store: &std::path::Path, args: &[&str]) -> (Server, Control, Ingest)
 }
 
 fn chat(addr: std::net::SocketAddr) -> common::Resp {
+    chat_with(addr, "")
+}
+
+/// A chat whose head also carries `headers` (each line ending in CRLF).
+fn chat_with(addr: std::net::SocketAddr, headers: &str) -> common::Resp {
     let body = r#"{"model":"qwen3-mock","max_tokens":2,"messages":[{"role":"user","content":"hi"}]}"#;
     let req = format!(
-        "POST /v1/chat/completions HTTP/1.1\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        "POST /v1/chat/completions HTTP/1.1\r\ncontent-type: application/json\r\n{headers}content-length: {}\r\n\r\n{body}",
         body.len()
     );
     Client::connect(addr).roundtrip(req.as_bytes())
@@ -156,13 +163,7 @@ fn round_robin_leaves_busy_workers_out_and_refuses_when_all_are_busy() {
         "{metrics}"
     );
     // A worker pinned by the request is sent it, busy or not.
-    let body = r#"{"model":"qwen3-mock","max_tokens":2,"messages":[{"role":"user","content":"hi"}]}"#;
-    let req = format!(
-        "POST /v1/chat/completions HTTP/1.1\r\ncontent-type: application/json\r\nx-dynamo-worker-instance-id: {}\r\ncontent-length: {}\r\n\r\n{body}",
-        a.instance_id(),
-        body.len()
-    );
-    assert_eq!(Client::connect(addr).roundtrip(req.as_bytes()).status, 200);
+    assert_eq!(chat_with(addr, &format!("x-dynamo-worker-instance-id: {}\r\n", a.instance_id())).status, 200);
     server.shutdown();
 }
 
@@ -183,4 +184,76 @@ fn outside_kv_without_a_start_up_threshold_setting_one_is_refused_not_ignored() 
     // A query still answers.
     assert_eq!(post_threshold(addr, r#"{"model":"qwen3-mock"}"#).status, 200);
     server.shutdown();
+}
+
+/// Which of `workers` received the request sent by `f` (exactly one must have).
+fn served_by(workers: &[&MockWorker], f: impl FnOnce() -> common::Resp) -> usize {
+    let before: Vec<usize> = workers.iter().map(|w| w.received().len()).collect();
+    let r = f();
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let got: Vec<usize> = (0..workers.len()).filter(|&i| workers[i].received().len() > before[i]).collect();
+    assert_eq!(got.len(), 1, "one worker got it");
+    got[0]
+}
+
+#[test]
+fn a_session_stays_on_its_worker_and_a_busy_one_refuses_it_in_hard_mode_and_moves_it_in_soft() {
+    let store = TempDir::new("sessions");
+    let (a, b) = (worker(&store.0), worker(&store.0));
+    let ws = [&a, &b];
+    let load = load_publisher(&store.0, &[(a.instance_id(), 0), (b.instance_id(), 0)]);
+    let start = |mode: &str| {
+        let args = ["--router-mode", "round-robin", "--active-decode-blocks-threshold", "0.5"];
+        let args =
+            [&args[..], &["--router-session-affinity-ttl-secs", "60", "--router-session-affinity-mode", mode]].concat();
+        let f = frontend(&store.0, &args);
+        let addr = f.0.addr;
+        wait("the model is listed", || {
+            Client::connect(addr).roundtrip(b"GET /v1/models HTTP/1.1\r\n\r\n").json()["data"][0]["id"] == "qwen3-mock"
+        });
+        wait("both workers are served", || {
+            let seen: std::collections::BTreeSet<usize> = (0..4).map(|_| served_by(&ws, || chat(addr))).collect();
+            seen.len() == 2
+        });
+        f
+    };
+    let (hard, soft) = (start("hard"), start("soft"));
+    // Without a session, round-robin alternates; each session stays where it began, on both
+    // shards (fresh connections), whichever header names it.
+    for (addr, header) in
+        [(hard.0.addr, "x-dynamo-session-id: s1"), (hard.0.addr, "thread-id: s2"), (soft.0.addr, "x-session-id: s3")]
+    {
+        let h = format!("{header}\r\n");
+        let first = served_by(&ws, || chat_with(addr, &h));
+        for _ in 0..6 {
+            assert_eq!(served_by(&ws, || chat_with(addr, &h)), first, "{header}");
+        }
+    }
+    // A session that began pinned to A is bound to A.
+    let pin_a = format!("x-dynamo-worker-instance-id: {}\r\n", a.instance_id());
+    for f in [&hard, &soft] {
+        assert_eq!(served_by(&ws, || chat_with(f.0.addr, &format!("x-dynamo-session-id: busy\r\n{pin_a}"))), 0);
+        assert_eq!(served_by(&ws, || chat_with(f.0.addr, "x-dynamo-session-id: busy\r\n")), 0);
+        // Named elsewhere than its binding: refused.
+        let pin_b = format!("x-dynamo-worker-instance-id: {}\r\n", b.instance_id());
+        let r = chat_with(f.0.addr, &format!("x-dynamo-session-id: busy\r\n{pin_b}"));
+        assert_eq!(r.status, 400, "{}", String::from_utf8_lossy(&r.body));
+    }
+    // Now A reports itself busy.
+    drop(load);
+    let _load = load_publisher(&store.0, &[(a.instance_id(), 16_000), (b.instance_id(), 0)]);
+    for f in [&hard, &soft] {
+        let addr = f.0.addr;
+        wait("A's new report is read", || (0..4).all(|_| served_by(&ws, || chat(addr)) == 1));
+    }
+    let r = chat_with(hard.0.addr, "x-dynamo-session-id: busy\r\n");
+    assert_eq!(r.status, 529, "hard: the bound worker is busy, so the session is refused");
+    assert_eq!(r.json()["message"], "Service temporarily overloaded");
+    assert_eq!(served_by(&ws, || chat_with(soft.0.addr, "x-dynamo-session-id: busy\r\n")), 1, "soft: moved to B");
+    assert_eq!(served_by(&ws, || chat_with(soft.0.addr, "x-dynamo-session-id: busy\r\n")), 1, "and stays there");
+    // An over-long session id is a client error.
+    let long = format!("x-dynamo-session-id: {}\r\n", "x".repeat(257));
+    assert_eq!(chat_with(hard.0.addr, &long).status, 400);
+    hard.0.shutdown();
+    soft.0.shutdown();
 }

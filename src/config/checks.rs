@@ -19,6 +19,8 @@ const IMPLEMENTED: &[&str] = &[
     // Dynamo ignores these two with a warning; so do we.
     "admission_control",
     "enforce_disagg",
+    "session_affinity_ttl_secs",
+    "session_affinity_mode",
     // switchyard's own.
     "shards",
     "pin_shards",

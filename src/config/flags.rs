@@ -143,7 +143,7 @@ pub static DYNAMO_FLAGS: &[Flag] = &[
     flag(&["--router-mode"], &[], "router_mode", Some("DYN_ROUTER_MODE"), Kind::Choice, Default::Str("round-robin"),
         &["round-robin", "random", "power-of-two", "kv", "direct", "least-loaded", "device-aware-weighted"], "How a worker is picked for each request."),
     flag(&["--router-session-affinity-ttl-secs"], &[], "session_affinity_ttl_secs", Some("DYN_ROUTER_SESSION_AFFINITY_TTL_SECS"), Kind::Int, Default::None,
-        &[], "Keep a session on its worker for this many seconds (1..86400)."),
+        &[], "Keep a session on its worker while it is used and this many seconds after (1..31536000)."),
     flag(&["--router-session-affinity-mode"], &[], "session_affinity_mode", Some("DYN_ROUTER_SESSION_AFFINITY_MODE"), Kind::Choice, Default::Str("hard"),
         &["hard", "soft"], "Session affinity strictness."),
     flag(&["--active-decode-blocks-threshold"], &[], "active_decode_blocks_threshold", Some("DYN_ACTIVE_DECODE_BLOCKS_THRESHOLD"), Kind::NullableFloat, Default::None,

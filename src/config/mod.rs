@@ -176,6 +176,8 @@ pub struct Config {
     pub kv_queue: Option<settings::QueueConfig>,
     /// The kv router's busy thresholds (`--active-decode-blocks-threshold` …).
     pub kv_busy: settings::BusyThresholds,
+    /// `--router-session-affinity-ttl-secs` and `-mode` (`None`: affinity off).
+    pub session_affinity: Option<(Duration, settings::AffinityMode)>,
     /// `--kserve-grpc-server`: the KServe v2 gRPC service on `--http-port` (the OpenAI routes
     /// stay there too).
     pub kserve_grpc: bool,
@@ -402,6 +404,13 @@ fn typed(parsed: Parsed, env: &dyn Fn(&str) -> Option<String>) -> Result<Config,
             prefill_tokens: int(p, "active_prefill_tokens_threshold").map(|n| n.max(0) as u64),
             prefill_frac: float(p, "active_prefill_tokens_threshold_frac"),
         },
+        session_affinity: int(p, "session_affinity_ttl_secs").map(|ttl| {
+            let mode = match text(p, "session_affinity_mode") {
+                Some("soft") => settings::AffinityMode::Soft,
+                _ => settings::AffinityMode::Hard,
+            };
+            (Duration::from_secs(ttl.max(1) as u64), mode)
+        }),
         parsed,
     })
 }

@@ -3,6 +3,16 @@
 //! configuration depends on nothing else of the crate; the modules that use them re-export
 //! them and add their behaviour.
 
+/// `--router-session-affinity-mode`: what a session bound to a busy worker gets.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AffinityMode {
+    /// Refused as overload (the binding is exact).
+    #[default]
+    Hard,
+    /// Routed as if unbound; the binding moves to where it ran.
+    Soft,
+}
+
 /// The router modes built so far (`kv` is not one of them yet).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RouterMode {

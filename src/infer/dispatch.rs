@@ -22,6 +22,7 @@ use crate::error::{Error, Kind};
 use crate::plane::stream::StreamEvent;
 use crate::registry::{Serving, Worker};
 use crate::router::kv::select::Booking;
+use crate::router::session::{AffinityMode, Lease};
 use crate::router::{InFlight, Mode};
 use crate::shard::ShardCtx;
 use crate::transport::callback::{ResponseStream, StreamItem};
@@ -49,6 +50,8 @@ pub struct Started {
     in_flight: Option<InFlight>,
     /// The kv router's booking of the request on its worker, released with the answer.
     booking: Option<Booking>,
+    /// The request's use of its session's binding, released with the answer.
+    lease: Option<Lease>,
     stream: ResponseStream,
     first: Option<Event>,
     ctx: Rc<ShardCtx>,
@@ -60,6 +63,7 @@ impl Started {
     pub fn release(&mut self) {
         self.in_flight = None;
         self.booking = None;
+        self.lease = None;
     }
 
     /// The worker failed mid-answer: this shard's router leaves it out for a while
@@ -103,7 +107,7 @@ type KvPick = (u32, Booking);
 /// The next worker to try, and in `--router-mode kv` its data-parallel rank and booking
 /// (`tokens`: the prompt, when the frontend tokenized it; `request`: the bits of the request
 /// id the worker will be sent, the booking's name in the workers' prefill marks and in
-/// replica sync).
+/// replica sync; `bound`: the worker the request's session is bound to).
 fn pick(
     ctx: &ShardCtx,
     serving: &Serving,
@@ -111,7 +115,13 @@ fn pick(
     tried: &[u64],
     tokens: Option<&[u32]>,
     request: u128,
+    bound: Option<u64>,
 ) -> Result<Option<(usize, Option<KvPick>)>, Error> {
+    if let (Some(id), None) = (bound, pinned) {
+        if let Some(chosen) = pick_bound(ctx, serving, id, tried, tokens, request)? {
+            return Ok(Some(chosen));
+        }
+    }
     if let (Some(tokens), None, Mode::Kv) = (tokens, pinned, ctx.router.mode()) {
         if ctx.kv.ready() {
             let usable = ctx.router.usable(&serving.workers, tried);
@@ -147,6 +157,41 @@ fn pick(
     Ok(ctx.router.pick(&serving.workers, pinned, tried)?.map(|i| (i, None)))
 }
 
+/// The session's bound worker `id`, unless it is gone or failed (then `None`: the request is
+/// routed as if unbound and the session bound anew). Busy: overload in `hard` mode, `None`
+/// in `soft` mode.
+fn pick_bound(
+    ctx: &ShardCtx,
+    serving: &Serving,
+    id: u64,
+    tried: &[u64],
+    tokens: Option<&[u32]>,
+    request: u128,
+) -> Result<Option<(usize, Option<KvPick>)>, Error> {
+    let Some(i) = serving.workers.iter().position(|w| w.instance_id == id) else { return Ok(None) };
+    if tried.contains(&id) || ctx.router.is_inhibited(id) {
+        return Ok(None);
+    }
+    let hard = ctx.sessions.mode() == AffinityMode::Hard;
+    if let (Some(tokens), Mode::Kv, true) = (tokens, ctx.router.mode(), ctx.kv.ready()) {
+        let only = [i];
+        return match ctx.kv.choose_for(&serving.name, &serving.workers, &only, tokens, &serving.limits, request, || {
+            ctx.router.next_u64()
+        }) {
+            Ok(chosen) => Ok(chosen.map(|(c, booking)| (c.index, Some((c.dp_rank, booking))))),
+            Err(_) if hard => Err(overloaded()),
+            Err(_) => Ok(None),
+        };
+    }
+    if ctx.router.mode() != Mode::Kv
+        && ctx.kv.ready()
+        && ctx.kv.worker_busy(&serving.name, &serving.workers[i], &serving.limits)
+    {
+        return if hard { Err(overloaded()) } else { Ok(None) };
+    }
+    Ok(Some((i, None)))
+}
+
 /// Every usable worker is over a busy threshold (1.6.1's words; the status is
 /// `DYN_HTTP_OVERLOAD_STATUS_CODE`'s).
 fn overloaded() -> Error {
@@ -162,10 +207,20 @@ pub async fn dispatch<B: RequestBody>(
     model: &str,
     serving: &Serving,
     pinned: Option<u64>,
+    session: Option<&str>,
     wire: &mut B,
     request: u128,
 ) -> Result<Started, Error> {
     let request_id = crate::util::format_uuid(request);
+    let bound = match session {
+        Some(id) => ctx.sessions.bound(id)?,
+        None => None,
+    };
+    if let (Some(b), Some(p), Some(id)) = (bound, pinned, session) {
+        if b != p {
+            return Err(Error::new(Kind::BadRequest, format!("session {id} is bound to worker {b}, not {p}")));
+        }
+    }
     let mut tried: smallvec::SmallVec<[u64; MAX_ATTEMPTS]> = smallvec::SmallVec::new();
     let mut last: Option<TransportError> = None;
     if let (Some(tokens), None, Mode::Kv) = (wire.prompt_tokens(), pinned, ctx.router.mode()) {
@@ -173,7 +228,9 @@ pub async fn dispatch<B: RequestBody>(
         ctx.kv.wait_for_room(&serving.workers, &usable, &serving.limits, tokens.len()).await;
     }
     while tried.len() < MAX_ATTEMPTS {
-        let Some((i, kv)) = pick(ctx, serving, pinned, &tried, wire.prompt_tokens(), request)? else { break };
+        let Some((i, kv)) = pick(ctx, serving, pinned, &tried, wire.prompt_tokens(), request, bound)? else {
+            break;
+        };
         let mut booking = kv.map(|(rank, booking)| {
             wire.set_dp_rank(rank);
             booking
@@ -224,12 +281,16 @@ pub async fn dispatch<B: RequestBody>(
                 if let Some(b) = booking.as_mut() {
                     b.prefill_done();
                 }
+                // A new session is bound here; one whose worker was gone, failed or (soft)
+                // busy is bound anew here.
+                let lease = session.and_then(|id| ctx.sessions.bind(id, worker.instance_id));
                 return Ok(Started {
                     request,
                     request_id,
                     worker: worker.instance_id,
                     in_flight: Some(in_flight),
                     booking,
+                    lease,
                     stream,
                     first: Some(first),
                     ctx: ctx.clone(),

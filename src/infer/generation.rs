@@ -381,7 +381,8 @@ async fn choices(
             };
             let mut wire = *wire;
             *sent = Instant::now();
-            let started = dispatch(ctx, model, serving, req.pinned, &mut wire, new_uuid()).await?;
+            let started =
+                dispatch(ctx, model, serving, req.pinned, req.session.as_deref(), &mut wire, new_uuid()).await?;
             Ok((
                 vec![Choice::new(0, started, Mode::Tensors, None, None).with_timeout(Inactivity::of(ctx))],
                 annotations,
@@ -395,7 +396,7 @@ async fn choices(
             let mut v = serde_json::from_slice::<serde_json::Value>(&body)
                 .map_err(|e| Error::new(Kind::BadRequest, format!("Failed to deserialize the JSON body: {e}")))?;
             *sent = Instant::now();
-            let started = dispatch(ctx, model, serving, req.pinned, &mut v, new_uuid()).await?;
+            let started = dispatch(ctx, model, serving, req.pinned, req.session.as_deref(), &mut v, new_uuid()).await?;
             Ok((vec![Choice::new(0, started, Mode::Chunks, None, None).with_timeout(Inactivity::of(ctx))], annotations))
         }
         ModelKind::Tokens(tokens) => {
@@ -432,7 +433,8 @@ async fn choices(
             if prepared.prompts.len() == 1 && n == 1 {
                 let mut p = prepared.prompts.into_iter().next().expect("one prompt");
                 let prompt_tokens = p.wire.token_ids.len() as u32;
-                let started = dispatch(ctx, model, serving, req.pinned, &mut *p.wire, new_uuid()).await?;
+                let started =
+                    dispatch(ctx, model, serving, req.pinned, req.session.as_deref(), &mut *p.wire, new_uuid()).await?;
                 let migration = Migration::new(ctx, serving, p.wire, req.pinned.is_some(), started.request);
                 // The only choice: it takes the stop conditions rather than a copy.
                 let choice = Choice::new(0, started, state(prompt_tokens, prepared.stop), p.echo, migration)
@@ -448,9 +450,12 @@ async fn choices(
                         *seed = seed.wrapping_add(i64::from(sample));
                     }
                     let index = i as u32 * n + sample;
-                    let (ctx, serving, pinned) = (ctx.clone(), serving.clone(), req.pinned);
+                    let (ctx, serving, pinned, session) =
+                        (ctx.clone(), serving.clone(), req.pinned, req.session.clone());
                     let handle = monoio::spawn(async move {
-                        let r = dispatch(&ctx, &serving.name, &serving, pinned, &mut *wire, new_uuid()).await;
+                        let r =
+                            dispatch(&ctx, &serving.name, &serving, pinned, session.as_deref(), &mut *wire, new_uuid())
+                                .await;
                         (r, wire)
                     });
                     pending.push((index, handle, p.echo.clone()));

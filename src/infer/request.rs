@@ -43,6 +43,8 @@ pub struct InferRequest {
     pub logprobs: bool,
     /// A worker the client named; every router mode sends the request there.
     pub pinned: Option<u64>,
+    /// The session the request's headers name, when session affinity is on.
+    pub session: Option<std::rc::Rc<str>>,
     /// `nvext.annotations`: forwarded to the worker; those the driver answers itself
     /// ([`AnnotationKind`]) come back as events before any text.
     pub annotations: Vec<String>,
@@ -79,6 +81,7 @@ impl InferRequest {
             stream: false,
             logprobs: false,
             pinned: None,
+            session: None,
             annotations: Vec::new(),
             routing: RoutingHints::default(),
             max_thinking_tokens: None,

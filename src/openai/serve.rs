@@ -29,12 +29,14 @@ pub enum Answer {
 }
 
 /// Answer one request. `pinned`: the worker the request's headers name (they win over
-/// `nvext.backend_instance_id`), or the error of a header that names none.
+/// `nvext.backend_instance_id`), or the error of a header that names none; `session`: the
+/// session they name (session affinity on).
 pub async fn serve(
     ctx: &Rc<ShardCtx>,
     api: Api,
     body: &Bytes,
     pinned: Result<Option<u64>, Error>,
+    session: Option<std::rc::Rc<str>>,
 ) -> Result<Answer, Error> {
     let parsed = match api {
         Api::Chat => super::parse_chat(body).and_then(|r| to_infer::chat(r, body)),
@@ -42,6 +44,7 @@ pub async fn serve(
     };
     let (mut req, extras) = match parsed.and_then(|r| pinned.map(|p| (r, p))) {
         Ok(((mut r, extras), p)) => {
+            r.session = session;
             if let Some(id) = p {
                 // A worker named by header is both the target and the decode worker.
                 r.pinned = Some(id);

@@ -22,6 +22,7 @@
 //! is one router, as each Dynamo frontend process is one — no counter is shared between cores.
 
 pub mod kv;
+pub mod session;
 
 use crate::util::FastMap;
 use std::cell::{Cell, RefCell};
@@ -46,8 +47,11 @@ pub struct Router {
     inhibited: RefCell<FastMap<u64, Instant>>,
     inhibit_for: Duration,
     /// Tells the other shards of an inhibition (set by the shard).
-    tell: Option<Box<dyn Fn(u64, Instant)>>,
+    tell: Option<Tell<(u64, Instant)>>,
 }
+
+/// A hook that passes a change made on one shard to the others (set by the shard).
+pub type Tell<T> = Box<dyn Fn(T)>;
 
 /// `DYN_RUNTIME_INHIBITED_DURATION_SECS`' default.
 pub const DEFAULT_INHIBIT: Duration = Duration::from_secs(5);
@@ -116,7 +120,7 @@ impl Router {
     }
 
     /// Every inhibition made here is also passed to `tell` (for the other shards).
-    pub fn on_inhibit(mut self, tell: Box<dyn Fn(u64, Instant)>) -> Router {
+    pub fn on_inhibit(mut self, tell: Tell<(u64, Instant)>) -> Router {
         self.tell = Some(tell);
         self
     }
@@ -127,7 +131,7 @@ impl Router {
         let until = Instant::now() + self.inhibit_for;
         self.inhibit_here(id, until);
         if let Some(tell) = &self.tell {
-            tell(id, until);
+            tell((id, until));
         }
     }
 
@@ -329,8 +333,7 @@ mod tests {
     fn an_inhibition_is_told_to_the_other_shards_and_applied_there() {
         let told = Rc::new(RefCell::new(Vec::new()));
         let sink = told.clone();
-        let here =
-            Router::new(Mode::RoundRobin, 5).on_inhibit(Box::new(move |id, until| sink.borrow_mut().push((id, until))));
+        let here = Router::new(Mode::RoundRobin, 5).on_inhibit(Box::new(move |told| sink.borrow_mut().push(told)));
         here.inhibit(101);
         assert!(here.is_inhibited(101));
         let (id, until) = told.borrow()[0];

@@ -21,7 +21,11 @@ pub async fn handle(ctx: &Rc<ShardCtx>, route: RouteId, req: &Request) -> Respon
         RouteId::Completions => Api::Completions,
         _ => Api::Chat,
     };
-    match serve(ctx, api, &req.body, pinned_worker(req)).await {
+    let session = match ctx.sessions.enabled() {
+        true => crate::router::session::session_id(|name| req.header(name)).map(std::rc::Rc::from),
+        false => None,
+    };
+    match serve(ctx, api, &req.body, pinned_worker(req), session).await {
         Ok(Answer::Json(body)) => Response::json(200, body),
         Ok(Answer::Stream(rx)) => Response::stream(200, "text/event-stream", rx)
             .with_header("cache-control", "no-cache")

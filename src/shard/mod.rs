@@ -59,6 +59,8 @@ pub enum ShardMsg {
     KvReplica(Box<crate::router::kv::select::KvInstall>),
     /// Another shard saw this worker fail: skip it until then.
     Inhibit(u64, Instant),
+    /// Another shard changed a session's binding or its use.
+    Session(crate::router::session::SessionMsg),
     /// A model's busy thresholds from now on (`POST /busy_threshold` on any shard).
     Busy(String, crate::config::settings::BusyThresholds),
     /// Stop accepting, drain, exit.
@@ -80,6 +82,8 @@ pub struct ShardCtx {
     pub plane: crate::transport::client::RequestPlane,
     /// This shard's worker selection (`--router-mode`) and in-flight counts.
     pub router: crate::router::Router,
+    /// Session affinity bindings (`--router-session-affinity-ttl-secs`), this shard's copy.
+    pub sessions: crate::router::session::Sessions,
     /// This shard's KV index replica and bookings (`--router-mode kv`).
     pub kv: crate::router::kv::select::KvSelector,
     /// Tokenizer helper threads for long prompts, by model directory (started on first use).
@@ -317,7 +321,16 @@ async fn shard_main<S: Service + crate::h2::Handler>(
             cfg.router_mode,
             (id as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ std::process::id() as u64,
         )
-        .on_inhibit(tell_others(id, &shared)),
+        .on_inhibit(tell_others(id, &shared, |(worker, until)| ShardMsg::Inhibit(worker, until))),
+        sessions: match cfg.session_affinity {
+            Some((ttl, mode)) => crate::router::session::Sessions::new(
+                ttl,
+                mode,
+                id as u16,
+                Some(tell_others(id, &shared, ShardMsg::Session)),
+            ),
+            None => Default::default(),
+        },
         kv: crate::router::kv::select::KvSelector::new(cfg.kv_cost, cfg.kv_busy).with_queue(cfg.kv_queue),
         offloads: RefCell::new(std::collections::HashMap::new()),
         shared: shared.clone(),
@@ -412,13 +425,14 @@ async fn connection<S: Service + crate::h2::Handler>(
     ctx.metrics.connection_closed();
 }
 
-/// The hook that passes a worker's inhibition to every other shard's inbox.
-fn tell_others(id: usize, shared: &Shared) -> Box<dyn Fn(u64, Instant)> {
+/// A hook that passes a change made on shard `id` (an inhibition, a session's) to every
+/// other shard's inbox, wrapped by `wrap`.
+fn tell_others<T: Clone + 'static>(id: usize, shared: &Shared, wrap: fn(T) -> ShardMsg) -> crate::router::Tell<T> {
     let others: Vec<flume::Sender<ShardMsg>> =
         shared.inboxes.iter().enumerate().filter(|(i, _)| *i != id).map(|(_, s)| s.clone()).collect();
-    Box::new(move |worker, until| {
+    Box::new(move |change| {
         for inbox in &others {
-            let _ = inbox.send(ShardMsg::Inhibit(worker, until));
+            let _ = inbox.send(wrap(change.clone()));
         }
     })
 }
@@ -435,6 +449,7 @@ async fn inbox_loop(ctx: Rc<ShardCtx>, inbox: flume::Receiver<ShardMsg>) {
             ShardMsg::KvReplica(k) => ctx.kv.install(*k),
             ShardMsg::Busy(model, busy) => ctx.kv.set_busy(model, busy),
             ShardMsg::Inhibit(worker, until) => ctx.router.inhibit_here(worker, until),
+            ShardMsg::Session(m) => ctx.sessions.apply(m),
             ShardMsg::Shutdown => ctx.gate.close(),
         }
     }

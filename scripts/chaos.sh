@@ -19,6 +19,8 @@
 #                 and the frontend's counts agree (served + refused = sent, none lost).
 #   overload-rr   the same with --router-mode round-robin, where the busy state comes from the
 #                 worker's own kv_metrics reports (as in 1.6.1).
+#   sessions[-kv] --router-session-affinity-ttl-secs with round-robin (kv): each of four
+#                 sessions sends 8 requests on fresh connections; all reach one mocker.
 #   kv-restart    --router-mode kv with ZMQ KV events: a mocker is SIGKILLed and another
 #                 started (its KV publisher new, the old one's gone mid-sequence); requests
 #                 keep succeeding and the new worker is routed to.
@@ -33,7 +35,7 @@ scratch_dir
 declare -A PID
 PORT=18631
 CLIENT=(env PYTHONUNBUFFERED=1 "$PY" scripts/chaos_client.py)
-CASES=${CASES:-"kill-migrate kill-plain leave-io-uring leave-epoll etcd overload overload-rr kv-restart"}
+CASES=${CASES:-"kill-migrate kill-plain leave-io-uring leave-epoll etcd overload overload-rr kv-restart sessions sessions-kv"}
 
 plain_log() { sed 's/\x1b\[[0-9;]*m//g' "$WORK/$1.log"; }
 # `logged name pattern`: whether the log holds the pattern. grep reads it all (`grep -q` would
@@ -207,6 +209,28 @@ case_overload() { # router mode (kv: its own bookings; round-robin: the worker's
   [ $((served + refused)) = 20 ] && [ "$ok" = "$served" ] && [ "$rejected" = "$refused" ] || fail "overload: the counts disagree"
 }
 
+case_sessions() { # router mode: each session's requests all reach one mocker
+  fresh
+  mocker mocker-1
+  mocker mocker-2
+  frontend --router-mode "$1" --router-session-affinity-ttl-secs 60
+  instances 2
+  client ok "$PORT" 10 >/dev/null || fail "sessions: requests failed"
+  local before1 before2 after1 after2
+  for s in alpha beta gamma delta; do
+    before1=$(plain_log mocker-1 | grep -c "push_handler: request received" || true)
+    before2=$(plain_log mocker-2 | grep -c "push_handler: request received" || true)
+    client session "$PORT" "$s" 8 || fail "sessions ($1): session $s failed"
+    after1=$(plain_log mocker-1 | grep -c "push_handler: request received" || true)
+    after2=$(plain_log mocker-2 | grep -c "push_handler: request received" || true)
+    echo "  session $s: mocker-1 $((after1 - before1)), mocker-2 $((after2 - before2))"
+    case "$((after1 - before1)) $((after2 - before2))" in
+      "8 0" | "0 8") ;;
+      *) fail "sessions ($1): session $s was split between the workers" ;;
+    esac
+  done
+}
+
 case_kv_restart() {
   fresh
   mocker mocker-1 --event-plane zmq
@@ -235,6 +259,8 @@ for c in $CASES; do
     overload) case_overload kv ;;
     overload-rr) case_overload round-robin ;;
     kv-restart) case_kv_restart ;;
+    sessions) case_sessions round-robin ;;
+    sessions-kv) case_sessions kv ;;
     *) fail "unknown case $c" ;;
   esac
   echo "  ok"

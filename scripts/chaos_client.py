@@ -29,11 +29,11 @@ UNAVAILABLE = (
 )
 
 
-def send(port, body):
+def send(port, body, headers=b""):
     s = socket.create_connection(("127.0.0.1", port), timeout=120)
     data = json.dumps(body).encode()
     s.sendall(
-        b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+        b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n" + headers
         + b"content-length: " + str(len(data)).encode() + b"\r\n\r\n" + data
     )
     return s
@@ -249,6 +249,18 @@ def ok(port, n):
     print("  %d requests: all 200" % n)
 
 
+def session(port, name, n):
+    """n requests one after another, each on a new connection, naming session `name`."""
+    for i in range(n):
+        s = send(port, chat(4, False, "Session request %d" % i), b"x-dynamo-session-id: " + name.encode() + b"\r\n")
+        f = s.makefile("rb")
+        status, headers = read_head(f)
+        body = read_body(f, headers)
+        s.close()
+        if status != 200:
+            sys.exit("FAIL: session %s request %d: %d %r" % (name, i, status, body[:200]))
+
+
 def metric(port, name):
     s = socket.create_connection(("127.0.0.1", port), timeout=10)
     s.sendall(b"GET /metrics HTTP/1.1\r\nhost: x\r\n\r\n")
@@ -272,6 +284,8 @@ if __name__ == "__main__":
         overload(port, int(sys.argv[3]))
     elif cmd == "ok":
         ok(port, int(sys.argv[3]))
+    elif cmd == "session":
+        session(port, sys.argv[3], int(sys.argv[4]))
     elif cmd == "metric":
         metric(port, sys.argv[3])
     else:

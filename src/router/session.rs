@@ -2,9 +2,10 @@
 //! the requests of one session go to the worker its first request went to, while the session
 //! keeps being used within the TTL (docs/dynamo/failures-and-overload.md, "Session affinity").
 //!
-//! The session is named by a request header (read by the HTTP adapter, [`session_id`]). Each
-//! shard keeps its own table, and every change made on one shard (a binding, a request that
-//! starts or ends using it, a binding dropped) is told to the others through their inboxes
+//! The session is named by a request header (read by the HTTP side,
+//! `service::inference::session_id`). Each shard keeps its own table, and every change made
+//! on one shard (a binding, a request that starts or ends using it) is told to the others
+//! through their inboxes
 //! ([`SessionMsg`], the same hook as an inhibition), so no lock is shared on the request path
 //! and a session's requests may arrive on any connection. Bindings carry a version (a
 //! per-shard Lamport clock and the shard id): of two shards binding one new session at the
@@ -221,22 +222,6 @@ impl Sessions {
     }
 }
 
-/// The session a request names, by 1.6.1's headers in its order: `x-dynamo-session-id`;
-/// else the first of `x-claude-code-session-id` (with `x-claude-code-agent-id`, that one
-/// instead: a sub-agent is a session of its own), `thread-id`, `x-session-id`. Trimmed; an
-/// empty value names none.
-pub fn session_id<'a>(header: impl Fn(&str) -> Option<&'a [u8]>) -> Option<&'a str> {
-    let value =
-        |name: &str| header(name).and_then(|v| std::str::from_utf8(v).ok()).map(str::trim).filter(|v| !v.is_empty());
-    if let Some(v) = value("x-dynamo-session-id") {
-        return Some(v);
-    }
-    if let Some(v) = value("x-claude-code-session-id") {
-        return Some(value("x-claude-code-agent-id").unwrap_or(v));
-    }
-    value("thread-id").or_else(|| value("x-session-id"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -306,20 +291,5 @@ mod tests {
         assert!(!off.enabled());
         assert!(off.bind("s", 1).is_none());
         assert_eq!(off.bound("s").unwrap(), None);
-    }
-
-    #[test]
-    fn the_session_headers_in_1_6_1_order() {
-        let id = |hs: &[(&'static str, &'static str)]| {
-            let hs = hs.to_vec();
-            session_id(move |n| hs.iter().find(|(k, _)| *k == n).map(|(_, v)| v.as_bytes())).map(str::to_owned)
-        };
-        assert_eq!(id(&[]), None);
-        assert_eq!(id(&[("x-session-id", " c ")]), Some("c".into()));
-        assert_eq!(id(&[("x-session-id", "c"), ("thread-id", "d")]), Some("d".into()));
-        assert_eq!(id(&[("thread-id", "d"), ("x-claude-code-session-id", "e")]), Some("e".into()));
-        assert_eq!(id(&[("x-claude-code-session-id", "e"), ("x-claude-code-agent-id", "sub")]), Some("sub".into()));
-        assert_eq!(id(&[("x-claude-code-session-id", "e"), ("x-dynamo-session-id", "a")]), Some("a".into()));
-        assert_eq!(id(&[("x-dynamo-session-id", "  "), ("x-session-id", "c")]), Some("c".into()));
     }
 }

@@ -22,7 +22,7 @@ pub async fn handle(ctx: &Rc<ShardCtx>, route: RouteId, req: &Request) -> Respon
         _ => Api::Chat,
     };
     let session = match ctx.sessions.enabled() {
-        true => crate::router::session::session_id(|name| req.header(name)).map(std::rc::Rc::from),
+        true => session_id(|name| req.header(name)).map(std::rc::Rc::from),
         false => None,
     };
     match serve(ctx, api, &req.body, pinned_worker(req), session).await {
@@ -57,4 +57,40 @@ fn pinned_worker(req: &Request) -> Result<Option<u64>, Error> {
         }
     }
     Ok(None)
+}
+
+/// The session a request names, by 1.6.1's headers in its order: `x-dynamo-session-id`;
+/// else the first of `x-claude-code-session-id` (with `x-claude-code-agent-id`, that one
+/// instead: a sub-agent is a session of its own), `thread-id`, `x-session-id`. Trimmed; an
+/// empty value names none.
+pub fn session_id<'a>(header: impl Fn(&str) -> Option<&'a [u8]>) -> Option<&'a str> {
+    let value =
+        |name: &str| header(name).and_then(|v| std::str::from_utf8(v).ok()).map(str::trim).filter(|v| !v.is_empty());
+    if let Some(v) = value("x-dynamo-session-id") {
+        return Some(v);
+    }
+    if let Some(v) = value("x-claude-code-session-id") {
+        return Some(value("x-claude-code-agent-id").unwrap_or(v));
+    }
+    value("thread-id").or_else(|| value("x-session-id"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_session_headers_in_1_6_1_order() {
+        let id = |hs: &[(&'static str, &'static str)]| {
+            let hs = hs.to_vec();
+            session_id(move |n| hs.iter().find(|(k, _)| *k == n).map(|(_, v)| v.as_bytes())).map(str::to_owned)
+        };
+        assert_eq!(id(&[]), None);
+        assert_eq!(id(&[("x-session-id", " c ")]), Some("c".into()));
+        assert_eq!(id(&[("x-session-id", "c"), ("thread-id", "d")]), Some("d".into()));
+        assert_eq!(id(&[("thread-id", "d"), ("x-claude-code-session-id", "e")]), Some("e".into()));
+        assert_eq!(id(&[("x-claude-code-session-id", "e"), ("x-claude-code-agent-id", "sub")]), Some("sub".into()));
+        assert_eq!(id(&[("x-claude-code-session-id", "e"), ("x-dynamo-session-id", "a")]), Some("a".into()));
+        assert_eq!(id(&[("x-dynamo-session-id", "  "), ("x-session-id", "c")]), Some("c".into()));
+    }
 }

@@ -39,6 +39,23 @@ def send(port, body, headers=b""):
     return s
 
 
+def run_all(run, args, spacing=0.0):
+    """run(*a) for each a in args, each on its own thread (started `spacing` s apart); waits
+    for all of them."""
+    threads = [threading.Thread(target=run, args=a) for a in args]
+    for t in threads:
+        t.start()
+        if spacing:
+            time.sleep(spacing)
+    for t in threads:
+        t.join()
+
+
+def fail_if(errors, shown=None):
+    if errors:
+        sys.exit("FAIL: " + "; ".join(errors[:shown]))
+
+
 def read_head(f):
     status = f.readline().decode()
     headers = {}
@@ -75,12 +92,18 @@ def chat(max_tokens, stream, prompt="Tell me a long story about ships"):
     return body
 
 
-def one(port, max_tokens, stream):
-    s = send(port, chat(max_tokens, stream))
+def exchange(port, body, headers=b""):
+    """One request on a new connection: (status, headers, body) of its answer."""
+    s = send(port, body, headers)
     f = s.makefile("rb")
-    status, headers = read_head(f)
-    body = read_body(f, headers)
+    status, head = read_head(f)
+    answer = read_body(f, head)
     s.close()
+    return status, head, answer
+
+
+def one(port, max_tokens, stream):
+    status, _, body = exchange(port, chat(max_tokens, stream))
     return status, body
 
 
@@ -127,13 +150,8 @@ def streams(port, n, max_tokens, mode):
         except Exception as e:  # noqa: BLE001 (reported below)
             errors.append("request %d: %s" % (i, e))
 
-    threads = [threading.Thread(target=run, args=(i, i < n)) for i in range(n + 1)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        sys.exit("FAIL: " + "; ".join(errors))
+    run_all(run, [(i, i < n) for i in range(n + 1)])
+    fail_if(errors)
     errored = sum(1 for r in results.values() if r == "error")
     if mode == "clean" and errored == 0:
         sys.exit("FAIL: no answer ended with an error: was a worker killed under one?")
@@ -176,13 +194,8 @@ def leave(port, n, seed):
         except Exception as e:  # noqa: BLE001
             errors.append("%s: %s" % (kind, e))
 
-    threads = [threading.Thread(target=run, args=(p,)) for p in plans]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        sys.exit("FAIL: " + "; ".join(errors))
+    run_all(run, [(p,) for p in plans])
+    fail_if(errors)
     print(left[0])
 
 
@@ -195,11 +208,7 @@ def overload(port, n):
 
     def run(i):
         try:
-            s = send(port, chat(60, True, "Request %d: " % i + "tell me about ships " * 40))
-            f = s.makefile("rb")
-            status, headers = read_head(f)
-            body = read_body(f, headers)
-            s.close()
+            status, headers, body = exchange(port, chat(60, True, "Request %d: " % i + "tell me about ships " * 40))
             if status == 200:
                 check_stream(body, 60, "complete")
                 with lock:
@@ -214,14 +223,8 @@ def overload(port, n):
         except Exception as e:  # noqa: BLE001
             errors.append("request %d: %s" % (i, e))
 
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
-    for t in threads:
-        t.start()
-        time.sleep(0.02)
-    for t in threads:
-        t.join()
-    if errors:
-        sys.exit("FAIL: " + "; ".join(errors[:5]))
+    run_all(run, [(i,) for i in range(n)], spacing=0.02)
+    fail_if(errors, 5)
     print(served[0], refused[0])
 
 
@@ -231,19 +234,11 @@ def ok(port, n):
 
     def run(i):
         with sem:
-            s = send(port, chat(4, False, "Request %d: tell me about ships" % i))
-            f = s.makefile("rb")
-            status, headers = read_head(f)
-            body = read_body(f, headers)
-            s.close()
+            status, _, body = exchange(port, chat(4, False, "Request %d: tell me about ships" % i))
             if status != 200:
                 errors.append("%d %r" % (status, body[:200]))
 
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_all(run, [(i,) for i in range(n)])
     if errors:
         sys.exit("FAIL: %d of %d requests failed: %s" % (len(errors), n, errors[:3]))
     print("  %d requests: all 200" % n)
@@ -252,11 +247,8 @@ def ok(port, n):
 def session(port, name, n):
     """n requests one after another, each on a new connection, naming session `name`."""
     for i in range(n):
-        s = send(port, chat(4, False, "Session request %d" % i), b"x-dynamo-session-id: " + name.encode() + b"\r\n")
-        f = s.makefile("rb")
-        status, headers = read_head(f)
-        body = read_body(f, headers)
-        s.close()
+        session_header = b"x-dynamo-session-id: " + name.encode() + b"\r\n"
+        status, _, body = exchange(port, chat(4, False, "Session request %d" % i), session_header)
         if status != 200:
             sys.exit("FAIL: session %s request %d: %d %r" % (name, i, status, body[:200]))
 

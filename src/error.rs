@@ -235,6 +235,12 @@ impl Error {
         }
     }
 
+    /// The drain ended while the request was still being answered, or it came in during
+    /// the drain (503, as 1.6.1 answers then).
+    pub fn shutting_down() -> Self {
+        Error::new(Kind::ServiceUnavailable, "Service is shutting down")
+    }
+
     /// Something went wrong on our side (or a worker broke the protocol in a way no client
     /// can act on): 500 `Internal server error`, with `cause` kept for the log only.
     pub fn internal(cause: impl Into<String>) -> Self {

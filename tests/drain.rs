@@ -9,38 +9,15 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::h2c;
+use common::kserve_msg::{infer_request, streaming_input, text_input};
 use common::stack::Stack;
-use switchyard::kserve::pb::infer_parameter::ParameterChoice;
-use switchyard::kserve::pb::model_infer_request::InferInputTensor;
 use switchyard::kserve::pb::*;
 use switchyard::worker::MockConfig;
 
 const MODEL: &str = "qwen3-mock";
 
 fn stream_request() -> ModelInferRequest {
-    let bytes = |b: &[u8]| InferTensorContents { bytes_contents: vec![b.to_vec()], ..Default::default() };
-    let text = InferInputTensor {
-        name: "text_input".into(),
-        datatype: "BYTES".into(),
-        shape: vec![1],
-        contents: Some(bytes(b"Tell me")),
-        ..Default::default()
-    };
-    let streaming = InferInputTensor {
-        name: "streaming".into(),
-        datatype: "BOOL".into(),
-        shape: vec![1],
-        contents: Some(InferTensorContents { bool_contents: vec![true], ..Default::default() }),
-        ..Default::default()
-    };
-    let int = |v| InferParameter { parameter_choice: Some(ParameterChoice::Int64Param(v)) };
-    ModelInferRequest {
-        model_name: MODEL.into(),
-        id: "s".into(),
-        inputs: vec![text, streaming],
-        parameters: [("max_tokens".to_string(), int(500))].into(),
-        ..Default::default()
-    }
+    infer_request("s", vec![text_input("Tell me"), streaming_input(true)], 500)
 }
 
 #[test]

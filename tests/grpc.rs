@@ -5,10 +5,10 @@
 
 mod common;
 
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use common::h2c::{self, Reply};
+use common::kserve_msg::{infer_request, int_param, streaming_input, text_input};
 use common::Client;
 use switchyard::kserve::pb::infer_parameter::ParameterChoice;
 use switchyard::kserve::pb::model_infer_request::InferInputTensor;
@@ -45,40 +45,6 @@ fn grpc_setup(tag: &str) -> Setup {
 fn slow_grpc_setup(tag: &str) -> Setup {
     let slow = MockConfig { itl: Duration::from_millis(30), ttft: Duration::from_millis(10), ..MockConfig::default() };
     setup_with(tag, GRPC_ARGS, &[], slow)
-}
-
-fn text_input(text: &str) -> InferInputTensor {
-    InferInputTensor {
-        name: "text_input".into(),
-        datatype: "BYTES".into(),
-        shape: vec![1],
-        contents: Some(InferTensorContents { bytes_contents: vec![text.as_bytes().to_vec()], ..Default::default() }),
-        ..Default::default()
-    }
-}
-
-fn streaming_input(on: bool) -> InferInputTensor {
-    InferInputTensor {
-        name: "streaming".into(),
-        datatype: "BOOL".into(),
-        shape: vec![1],
-        contents: Some(InferTensorContents { bool_contents: vec![on], ..Default::default() }),
-        ..Default::default()
-    }
-}
-
-fn int_param(v: i64) -> InferParameter {
-    InferParameter { parameter_choice: Some(ParameterChoice::Int64Param(v)) }
-}
-
-fn infer_request(id: &str, inputs: Vec<InferInputTensor>, max_tokens: i64) -> ModelInferRequest {
-    ModelInferRequest {
-        model_name: MODEL.into(),
-        id: id.into(),
-        inputs,
-        parameters: HashMap::from([("max_tokens".to_string(), int_param(max_tokens))]),
-        ..Default::default()
-    }
 }
 
 /// The value of a one-element BYTES output, typed or raw (4-byte little-endian length + bytes).

@@ -109,7 +109,7 @@ pub async fn serve<S: Service>(
                         r = svc.call(req) => r,
                         stop = watch::until_stop(&stream, gate) => match stop {
                             Stop::PeerGone => return,
-                            Stop::ShuttingDown => Response::error(&shutting_down()),
+                            Stop::ShuttingDown => Response::error(&Error::shutting_down()),
                         },
                     };
                     close = !keep_alive || resp.close || gate.is_closed();
@@ -336,11 +336,6 @@ enum Wait {
     Look,
     /// The drain is over.
     Finished,
-}
-
-/// What a request still being answered when the drain ends gets.
-fn shutting_down() -> Error {
-    Error::new(Kind::ServiceUnavailable, "Service is shutting down")
 }
 
 /// Shut our side, then discard what the client still sends until it closes or `linger` ends.

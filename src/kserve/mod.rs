@@ -78,7 +78,7 @@ pub async fn serve(ctx: &Rc<ShardCtx>, req: http::Request<RecvStream>, mut respo
         _ = grpc::until(call.deadline) => Err(Some(grpc::expired())),
         // A cancelled call (RST_STREAM) drops the answer: the request is cancelled at its worker.
         _ = std::future::poll_fn(|cx| respond.poll_reset(cx)) => Err(None),
-        _ = ctx.gate.finished() => Err(Some(Error::new(Kind::ServiceUnavailable, "Service is shutting down"))),
+        _ = ctx.gate.finished() => Err(Some(Error::shutting_down())),
     };
     match result {
         Ok(result) => grpc::unary(respond, result).await,

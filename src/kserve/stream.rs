@@ -64,7 +64,7 @@ pub async fn serve(ctx: &Rc<ShardCtx>, recv: RecvStream, respond: SendResponse<B
             }
             // The drain is over: the call ends with UNAVAILABLE (its requests are dropped).
             _ = &mut finished => {
-                *ending.borrow_mut() = Some(Error::new(Kind::ServiceUnavailable, "Service is shutting down"));
+                *ending.borrow_mut() = Some(Error::shutting_down());
                 break;
             }
         };

@@ -45,10 +45,7 @@ impl crate::h2::Handler for Frontend {
                     monoio::select! {
                         resp = self.call(r) => resp,
                         _ = std::future::poll_fn(|cx| respond.poll_reset(cx)) => return,
-                        _ = self.ctx.gate.finished() => Response::error(&crate::error::Error::new(
-                            crate::error::Kind::ServiceUnavailable,
-                            "Service is shutting down",
-                        )),
+                        _ = self.ctx.gate.finished() => Response::error(&crate::error::Error::shutting_down()),
                     }
                 }
                 Err(e) => Response::error(&e),

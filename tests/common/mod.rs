@@ -3,6 +3,7 @@
 
 pub mod etcd;
 pub mod h2c;
+pub mod kserve_msg;
 pub mod kv_msg;
 pub mod nats;
 pub mod stack;

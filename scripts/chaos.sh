@@ -5,6 +5,8 @@
 #                 well formed (finish_reason, usage with all max_tokens, [DONE], no error).
 #   kill-plain    the same without migration: each answer completes or ends with the 503
 #                 error event and [DONE] (the whole one: 503), and the next 20 requests succeed.
+#   drain         SIGTERM while a real mocker streams two 400-token answers and makes a whole
+#                 one: a new request gets 503 at once, every answer completes, exit 0.
 #   leave-<drv>   on io_uring and on epoll: 50 clients go away at random points (before the
 #                 first token, mid-stream, during whole answers) while others stay; then
 #                 nothing is in flight, every request that left was counted cancelled and was
@@ -35,7 +37,7 @@ scratch_dir
 declare -A PID
 PORT=18631
 CLIENT=(env PYTHONUNBUFFERED=1 "$PY" scripts/chaos_client.py)
-CASES=${CASES:-"kill-migrate kill-plain leave-io-uring leave-epoll etcd overload overload-rr kv-restart sessions sessions-kv"}
+CASES=${CASES:-"kill-migrate kill-plain drain leave-io-uring leave-epoll etcd overload overload-rr kv-restart sessions sessions-kv"}
 
 plain_log() { sed 's/\x1b\[[0-9;]*m//g' "$WORK/$1.log"; }
 # `logged name pattern`: whether the log holds the pattern. grep reads it all (`grep -q` would
@@ -133,9 +135,38 @@ case_kill() { # limit mode
     local moved
     moved=$(metric dynamo_frontend_model_migration_total)
     [ "$moved" -ge 1 ] || fail "no migration counted"
-    echo "  $moved migration(s)"
+    local timed
+    timed=$(metric dynamo_frontend_model_migration_duration_seconds_count)
+    echo "  $moved migration(s), $timed timed"
+    [ "$timed" = "$moved" ] || fail "every migration is timed (model_migration_duration_seconds)"
   }
   client ok "$PORT" 20 || fail "requests after the kill failed"
+}
+
+case_drain() {
+  fresh
+  mocker mocker-1
+  export DYN_HTTP_GRACEFUL_SHUTDOWN_TIMEOUT_SECS=60
+  frontend
+  unset DYN_HTTP_GRACEFUL_SHUTDOWN_TIMEOUT_SECS
+  instances 1
+  client streams "$PORT" 2 400 complete &
+  local c=$! pid=${PID[switchyard]}
+  sleep 1.5
+  kill -TERM "$pid"
+  sleep 0.3
+  local status
+  status=$(curl -s -o /dev/null -w '%{http_code}' -m 5 -H 'content-type: application/json' \
+    -d '{"model":"qwen3","max_tokens":2,"messages":[{"role":"user","content":"hi"}]}' \
+    "127.0.0.1:$PORT/v1/chat/completions")
+  echo "  a new request during the drain: $status"
+  [ "$status" = 503 ] || fail "drain: a new request got $status, not 503"
+  wait "$c" || fail "drain: the answers in flight did not all complete"
+  local rc=0
+  wait "$pid" || rc=$?
+  unset "PID[switchyard]"
+  [ "$rc" = 0 ] || fail "drain: switchyard exited $rc"
+  echo "  switchyard exited 0 after the answers completed"
 }
 
 case_leave() { # io driver
@@ -253,6 +284,7 @@ for c in $CASES; do
   case $c in
     kill-migrate) case_kill 3 complete ;;
     kill-plain) case_kill 0 clean ;;
+    drain) case_drain ;;
     leave-io-uring) case_leave io-uring ;;
     leave-epoll) case_leave epoll ;;
     etcd) case_etcd ;;

@@ -549,6 +549,18 @@ fn dead_worker_is_skipped_and_requests_retried() {
     let r = post(&s, "/v1/chat/completions", &nv);
     assert_eq!(r.status, 503, "{}", String::from_utf8_lossy(&r.body));
     assert_eq!(r.json()["error"]["type"], "service_unavailable");
+    // Every move to another worker is timed: the first ones continued, the pinned one could not.
+    let text = scrape(&s);
+    let value = |line: &str| -> u64 {
+        text.lines().find_map(|l| l.strip_prefix(line)).map_or(0, |v| v.trim().parse().unwrap())
+    };
+    let moved = value("dynamo_frontend_model_migration_total{migration_type=\"new_request\",model=\"qwen3-mock\"}");
+    let timed = |outcome: &str| {
+        value(&format!("dynamo_frontend_model_migration_duration_seconds_count{{migration_type=\"new_request\",model=\"qwen3-mock\",outcome=\"{outcome}\"}}"))
+    };
+    assert!(moved >= 2, "{text}");
+    assert_eq!(timed("failure"), 1, "{text}");
+    assert_eq!(timed("success") + timed("failure"), moved, "{text}");
 }
 
 /// Only a dead worker: a clean 503 at once, never a hang.

@@ -152,6 +152,12 @@ fn an_answer_moves_to_another_worker_when_its_worker_dies() {
             )),
             "{metrics}"
         );
+        assert!(
+            metrics.contains(&format!(
+                "dynamo_frontend_model_migration_duration_seconds_count{{migration_type=\"ongoing_request\",model=\"{MODEL}\",outcome=\"success\"}} 1\n"
+            )),
+            "{metrics}"
+        );
     }
 }
 
@@ -192,6 +198,11 @@ fn without_migration_the_client_gets_a_clean_error_and_the_next_request_is_serve
                     metrics.contains(
                         "dynamo_frontend_model_migration_max_seq_len_exceeded_total{model=\"qwen3-mock\"} 1\n"
                     ),
+                    "{metrics}"
+                );
+                // The move that could not happen is timed as a failure.
+                assert!(
+                    metrics.contains("dynamo_frontend_model_migration_duration_seconds_count{migration_type=\"ongoing_request\",model=\"qwen3-mock\",outcome=\"failure\"} 1\n"),
                     "{metrics}"
                 );
             }

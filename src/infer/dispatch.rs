@@ -101,6 +101,36 @@ fn on_failure(ctx: &ShardCtx, model: &str, worker: &Worker, e: &TransportError, 
     retry
 }
 
+/// A new request's move to another worker after a failure, timed for
+/// `model_migration_duration_seconds{migration_type="new_request"}`: it ends when another
+/// worker answers, or fails when the next worker fails too or none is left (dropped).
+struct Moving<'a> {
+    ctx: &'a ShardCtx,
+    model: &'a str,
+    since: Option<std::time::Instant>,
+}
+
+impl Moving<'_> {
+    /// A failed attempt is being retried (a move still open failed with it).
+    fn began(&mut self) {
+        self.end(false);
+        self.since = Some(std::time::Instant::now());
+    }
+
+    fn end(&mut self, ok: bool) {
+        if let Some(t) = self.since.take() {
+            let index = self.ctx.metrics.model_index(self.model);
+            self.ctx.metrics.migration_ended(index, 0, ok, t.elapsed());
+        }
+    }
+}
+
+impl Drop for Moving<'_> {
+    fn drop(&mut self) {
+        self.end(false);
+    }
+}
+
 /// A kv choice: the worker's data-parallel rank and the request's booking.
 type KvPick = (u32, Booking);
 
@@ -223,6 +253,7 @@ pub async fn dispatch<B: RequestBody>(
     }
     let mut tried: smallvec::SmallVec<[u64; MAX_ATTEMPTS]> = smallvec::SmallVec::new();
     let mut last: Option<TransportError> = None;
+    let mut moving = Moving { ctx, model, since: None };
     if let (Some(tokens), None, Mode::Kv) = (wire.prompt_tokens(), pinned, ctx.router.mode()) {
         let usable = ctx.router.usable(&serving.workers, &tried);
         ctx.kv.wait_for_room(&serving.workers, &usable, &serving.limits, tokens.len()).await;
@@ -246,6 +277,7 @@ pub async fn dispatch<B: RequestBody>(
                 if !on_failure(ctx, model, &worker, &e, false) {
                     return Err(e.into());
                 }
+                moving.began();
                 last = Some(e);
                 continue;
             }
@@ -275,12 +307,14 @@ pub async fn dispatch<B: RequestBody>(
                 if !on_failure(ctx, model, &worker, &e, true) {
                     return Err(e.into());
                 }
+                moving.began();
                 last = Some(e);
             }
             first => {
                 if let Some(b) = booking.as_mut() {
                     b.prefill_done();
                 }
+                moving.end(true);
                 // A new session is bound here; one whose worker was gone, failed or (soft)
                 // busy is bound anew here.
                 let lease = session.and_then(|id| ctx.sessions.bind(id, worker.instance_id));

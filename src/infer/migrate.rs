@@ -56,6 +56,8 @@ pub(super) struct Migration {
     /// Whether the choice moved at least once (the later workers' prompt counts include the
     /// tokens generated before, so the choice keeps the first count).
     pub moved: bool,
+    /// When the last move began (for `model_migration_duration_seconds`).
+    moved_at: std::time::Instant,
 }
 
 impl Migration {
@@ -86,6 +88,7 @@ impl Migration {
             model: ctx.metrics.model_index(&serving.name),
             resend: None,
             moved: false,
+            moved_at: std::time::Instant::now(),
         });
         m.check_length();
         Some(m)
@@ -130,9 +133,14 @@ impl Migration {
         self.ctx.router.inhibit(worker);
         if self.left == 0 {
             crate::log::warn(&format!("worker {worker:x} failed mid-answer ({reason}); migration limit reached"));
+            self.ctx.metrics.migration_ended(self.model, 1, false, std::time::Duration::ZERO);
             return false;
         }
-        let Some(mut wire) = self.wire.take() else { return false };
+        let Some(mut wire) = self.wire.take() else {
+            self.ctx.metrics.migration_ended(self.model, 1, false, std::time::Duration::ZERO);
+            return false;
+        };
+        self.moved_at = std::time::Instant::now();
         self.left -= 1;
         self.moved = true;
         crate::log::warn(&format!(
@@ -159,6 +167,7 @@ impl Migration {
         let (started, wire) = std::task::ready!(resend.as_mut().poll(cx));
         self.resend = None;
         self.wire = Some(wire);
+        self.ctx.metrics.migration_ended(self.model, 1, started.is_ok(), self.moved_at.elapsed());
         std::task::Poll::Ready(started)
     }
 

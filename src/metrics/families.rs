@@ -21,8 +21,14 @@ pub const DURATION_BUCKETS: &[f64] = &[0.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 130
 /// `input_sequence_tokens` and `cached_tokens` buckets, as Dynamo.
 pub const ISL_BUCKETS: &[f64] =
     &[0.0, 100.0, 210.0, 430.0, 870.0, 1800.0, 3600.0, 7400.0, 15000.0, 31000.0, 63000.0, 130000.0];
+/// `model_migration_duration_seconds` buckets, as 1.6.1 shows them.
+pub const MIGRATION_BUCKETS: &[f64] = &[0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 60.0];
 /// `output_sequence_tokens` buckets, as Dynamo.
 pub const OSL_BUCKETS: &[f64] = &[0.0, 100.0, 210.0, 430.0, 880.0, 1800.0, 3700.0, 7600.0, 16000.0, 32000.0];
+
+/// `migration_type` labels: a request not yet answering (retried elsewhere), an answer under
+/// way (migrated).
+pub const MIGRATION_TYPES: [&str; 2] = ["new_request", "ongoing_request"];
 
 /// The API a request came in on (`endpoint` label).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -107,6 +113,9 @@ pub struct ModelStats {
     pub migrations: [u64; 2],
     /// Requests that stopped migrating for `--migration-max-seq-len`.
     pub migration_max_seq_len_exceeded: u64,
+    /// How long each migration took to continue on another worker (or to fail to):
+    /// `[migration_type][outcome]`, outcome 0 success, 1 failure.
+    pub migration_seconds: [[Histogram; 2]; 2],
     pub ttft: Histogram,
     pub itl: Histogram,
     pub duration: Histogram,
@@ -125,6 +134,7 @@ impl Default for ModelStats {
             output_tokens: 0,
             migrations: [0; 2],
             migration_max_seq_len_exceeded: 0,
+            migration_seconds: std::array::from_fn(|_| std::array::from_fn(|_| Histogram::new(MIGRATION_BUCKETS))),
             ttft: Histogram::new(TTFT_BUCKETS),
             itl: Histogram::new(ITL_BUCKETS),
             duration: Histogram::new(DURATION_BUCKETS),
@@ -151,6 +161,9 @@ impl ModelStats {
         self.migrations[0] += o.migrations[0];
         self.migrations[1] += o.migrations[1];
         self.migration_max_seq_len_exceeded += o.migration_max_seq_len_exceeded;
+        for (mine, theirs) in self.migration_seconds.iter_mut().flatten().zip(o.migration_seconds.iter().flatten()) {
+            mine.merge(theirs);
+        }
         self.ttft.merge(&o.ttft);
         self.itl.merge(&o.itl);
         self.duration.merge(&o.duration);
@@ -294,7 +307,7 @@ pub fn render(blocks: &mut Blocks, prefix: &str, models: &BTreeMap<String, Model
     let name = format!("{prefix}_model_migration_total");
     if models.values().any(|m| m.migrations.iter().any(|n| *n > 0)) {
         let out = block(blocks, &name, "counter", "Total number of request migrations due to worker unavailability");
-        for (t, kind) in ["new_request", "ongoing_request"].iter().enumerate() {
+        for (t, kind) in MIGRATION_TYPES.iter().enumerate() {
             for (model, m) in models.iter().filter(|(_, m)| m.migrations[t] > 0) {
                 let _ = writeln!(
                     out,
@@ -302,6 +315,23 @@ pub fn render(blocks: &mut Blocks, prefix: &str, models: &BTreeMap<String, Model
                     escape(model),
                     m.migrations[t]
                 );
+            }
+        }
+    }
+    let name = format!("{prefix}_model_migration_duration_seconds");
+    if models.values().any(|m| m.migration_seconds.iter().flatten().any(|h| h.count > 0)) {
+        let help = "Time from a worker's failure until the request continued on another worker, or could not";
+        let out = block(blocks, &name, "histogram", help);
+        for (t, kind) in MIGRATION_TYPES.iter().enumerate() {
+            for (model, m) in models {
+                for (o, outcome) in ["success", "failure"].iter().enumerate() {
+                    let h = &m.migration_seconds[t][o];
+                    if h.count > 0 {
+                        let labels =
+                            format!("migration_type=\"{kind}\",model=\"{}\",outcome=\"{outcome}\"", escape(model));
+                        histogram_series(out, &name, &labels, h);
+                    }
+                }
             }
         }
     }

@@ -134,6 +134,12 @@ impl ShardMetrics {
         f(&mut self.models.borrow_mut()[index].1)
     }
 
+    /// A migration of a request of the model at `index` (`kind`: 0 a new request, 1 an
+    /// answer under way) ended: the request continued elsewhere (`ok`) or could not.
+    pub fn migration_ended(&self, index: usize, kind: usize, ok: bool, took: std::time::Duration) {
+        self.with_model(index, |m| m.migration_seconds[kind][usize::from(!ok)].observe(took.as_secs_f64()));
+    }
+
     /// One HTTP response with `status` was produced.
     pub fn http_response(&self, status: u16) {
         *self.http_responses.borrow_mut().entry(status).or_insert(0) += 1;

@@ -155,16 +155,10 @@ fn pick(
     if let (Some(tokens), None, Mode::Kv) = (tokens, pinned, ctx.router.mode()) {
         if ctx.kv.ready() {
             let usable = ctx.router.usable(&serving.workers, tried);
-            let chosen = ctx
-                .kv
-                .choose_for(&serving.name, &serving.workers, &usable, tokens, &serving.limits, request, || {
-                    ctx.router.next_u64()
-                })
-                .map_err(|_| overloaded())?;
-            return Ok(chosen.map(|(c, booking)| (c.index, Some((c.dp_rank, booking)))));
+            return kv_choose(ctx, serving, &usable, tokens, request).map_err(|_| overloaded());
         }
     }
-    if pinned.is_none() && ctx.router.mode() != Mode::Kv && ctx.kv.ready() {
+    if pinned.is_none() && watches_load(ctx) {
         // Another mode with busy thresholds: the workers' own load reports leave the busy
         // ones out; when every usable worker is busy, the request is refused as overload.
         let mut skip: SmallVec<[u64; 16]> = tried.iter().copied().collect();
@@ -204,22 +198,37 @@ fn pick_bound(
     }
     let hard = ctx.sessions.mode() == AffinityMode::Hard;
     if let (Some(tokens), Mode::Kv, true) = (tokens, ctx.router.mode(), ctx.kv.ready()) {
-        let only = [i];
-        return match ctx.kv.choose_for(&serving.name, &serving.workers, &only, tokens, &serving.limits, request, || {
-            ctx.router.next_u64()
-        }) {
-            Ok(chosen) => Ok(chosen.map(|(c, booking)| (c.index, Some((c.dp_rank, booking))))),
+        return match kv_choose(ctx, serving, &[i], tokens, request) {
+            Ok(chosen) => Ok(chosen),
             Err(_) if hard => Err(overloaded()),
             Err(_) => Ok(None),
         };
     }
-    if ctx.router.mode() != Mode::Kv
-        && ctx.kv.ready()
-        && ctx.kv.worker_busy(&serving.name, &serving.workers[i], &serving.limits)
-    {
+    if watches_load(ctx) && ctx.kv.worker_busy(&serving.name, &serving.workers[i], &serving.limits) {
         return if hard { Err(overloaded()) } else { Ok(None) };
     }
     Ok(Some((i, None)))
+}
+
+/// The kv router's choice among `workers[i]` for `i` in `usable`, booked.
+fn kv_choose(
+    ctx: &ShardCtx,
+    serving: &Serving,
+    usable: &[usize],
+    tokens: &[u32],
+    request: u128,
+) -> Result<Option<(usize, Option<KvPick>)>, crate::router::kv::select::Overloaded> {
+    let chosen =
+        ctx.kv.choose_for(&serving.name, &serving.workers, usable, tokens, &serving.limits, request, || {
+            ctx.router.next_u64()
+        })?;
+    Ok(chosen.map(|(c, booking)| (c.index, Some((c.dp_rank, booking)))))
+}
+
+/// Another router mode than kv, following the workers' load reports (a busy threshold was
+/// given at start-up).
+fn watches_load(ctx: &ShardCtx) -> bool {
+    ctx.router.mode() != Mode::Kv && ctx.kv.ready()
 }
 
 /// Every usable worker is over a busy threshold (1.6.1's words; the status is

@@ -18,6 +18,7 @@
 #        BASE_BIN=<another switchyard build> adds it to every round and to the callgrind
 #        counts ("switchyard base"), alternating with the others: before/after in one run.
 #        SKIP_DYNAMO=1 leaves dynamo.frontend out; ROUNDS=0 only counts instructions;
+#        WORKLOADS=w2 runs only that workload; SKIP_CALLGRIND=1 leaves the counts out;
 #        KEEP_PROFILES=<dir> keeps the callgrind profiles there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,6 +32,7 @@ RATE2=${RATE2:-8}
 DURATION=${DURATION:-20}
 ROUNDS=${ROUNDS:-2}
 CG_REQUESTS=${CG_REQUESTS:-200}
+WORKLOADS=${WORKLOADS:-w1 w2}
 scratch_dir
 
 for i in 1 2; do
@@ -85,7 +87,7 @@ user_sys() { awk '{print $14, $15}' "/proc/$1/stat"; } # user, kernel: clock tic
 echo "| workload | frontend | req/s | ok/sent | CPU-s per 1k req | user | kernel | TTFT p50 ms | TTFT p99 ms | idle CPU ms/s |"
 echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
 for _ in $(seq 1 "$ROUNDS"); do
-  for w in w1 w2; do
+  for w in $WORKLOADS; do
     rate=$RATE1; [ "$w" = w2 ] && rate=$RATE2
     for v in "${VARIANTS[@]}"; do
       SY_BIN=${v#*=}
@@ -105,12 +107,13 @@ for _ in $(seq 1 "$ROUNDS"); do
   done
 done
 
+[ -n "${SKIP_CALLGRIND:-}" ] && exit 0
 echo
 echo "| workload | build | switchyard instructions per request (callgrind, all threads) | requests |"
 echo "|---|---|---:|---:|"
 for v in "${VARIANTS[@]}"; do
 SY_BIN=${v#*=}
-for w in w1 w2; do
+for w in $WORKLOADS; do
   rate=$RATE1; [ "$w" = w2 ] && rate=$RATE2
   # Under valgrind everything runs ~50x slower: a lower rate keeps the frontend unsaturated.
   cg_rate=$(python3 -c "print(max(1, min($rate, 10)))")

@@ -38,9 +38,16 @@ fail() { # message log...: the message and the last lines of the logs
   exit 1
 }
 
-listed() { # model: until the frontend on $PORT lists it
+listed() { # models (comma-separated): until the frontend on $PORT lists every one
+  local all models
+  IFS=, read -ra models <<<"$1"
   for _ in $(seq 1 600); do
-    curl -s "127.0.0.1:$PORT/v1/models" | grep -q "\"$1\"" && return 0
+    all=$(curl -s "127.0.0.1:$PORT/v1/models" || true)
+    local m missing=0
+    for m in "${models[@]}"; do
+      [[ $all == *"\"$m\""* ]] || missing=1
+    done
+    [ $missing = 0 ] && return 0
     sleep 0.1
   done
   return 1
@@ -58,7 +65,8 @@ wait_instances() { # count
   fail "$1 workers did not register in $STORE (found $(instances))" "$WORK"/*.log
 }
 
-# with_frontends MODEL CLIENT-ARGS...: each frontend in turn on $PORT (once it lists MODEL),
+# with_frontends MODELS CLIENT-ARGS...: each frontend in turn on $PORT (once it lists every one
+# of MODELS, comma-separated: a worker's instance can be in the store before its model card),
 # the client against it (--peer for dynamo.frontend).
 with_frontends() {
   local model=$1; shift
@@ -109,6 +117,6 @@ recorder gpt-oss "$GPTOSS_DIR" gptoss
 recorder qwen3-custom "$MODEL_DIR" custom --custom-template "$WORK/custom.jinja"
 wait_instances 3
 spec() { echo "$1=$2,$WORK/record-$1.jsonl"; }
-with_frontends qwen3-custom recording --qwen3 "$(spec qwen3 "$MODEL_DIR")" --gptoss "$(spec gpt-oss "$GPTOSS_DIR")" \
+with_frontends qwen3,gpt-oss,qwen3-custom recording --qwen3 "$(spec qwen3 "$MODEL_DIR")" --gptoss "$(spec gpt-oss "$GPTOSS_DIR")" \
   --custom "$(spec qwen3-custom "$MODEL_DIR")" --alias qwen3-a --alias qwen3-b
 echo "ok: the OpenAI SDK's requests through switchyard answered as checked, in $((SECONDS - t0)) s"

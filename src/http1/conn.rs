@@ -26,7 +26,7 @@ use monoio::net::TcpStream;
 use super::parse::{Limits, Method};
 use super::request::{Assembler, Request, Step};
 use super::response::{write_chunk, write_head, write_response, DateCache, Response, CONTINUE, LAST_CHUNK};
-use super::watch::{self, Peer, Stop};
+use super::watch::{self, Stop};
 use crate::error::{Error, Kind};
 use crate::shard::gate::{Gate, GateGuard};
 use crate::shard::local::Receiver;
@@ -242,11 +242,19 @@ async fn stream_body(
     cut: Option<&'static [u8]>,
     gate: &Gate,
 ) -> (bool, Vec<u8>) {
-    // The peek timer and the drain's end are registered once and then only checked when the
-    // task wakes (a poll per chunk would re-register both for every token).
-    let look = monoio::time::sleep(watch::MAX_GAP);
-    let mut look = std::pin::pin!(look);
-    let mut look_armed = false;
+    // The peer is watched through a second descriptor of the socket, waiting for it to become
+    // readable (a close, a reset, or pipelined bytes): no timer stays pending through the
+    // stream, which would turn every park of the shard into a timed wait (a kernel timer armed
+    // and cancelled per token). The drain's end is registered once and then only checked when
+    // the task wakes.
+    let second = watch::second_handle(stream);
+    let gone = async move {
+        match second {
+            Some(handle) => watch::gone(handle).await,
+            None => std::future::pending().await,
+        }
+    };
+    let mut gone = std::pin::pin!(gone);
     let finished = gate.finished();
     let mut finished = std::pin::pin!(finished);
     let mut finished_armed = false;
@@ -257,57 +265,42 @@ async fn stream_body(
         if res.is_err() {
             return (false, out);
         }
-        let next = loop {
-            let wait = std::future::poll_fn(|cx| {
-                if let Poll::Ready(c) = chunks.poll_recv(cx) {
-                    return Poll::Ready(Wait::Chunk(c));
-                }
-                if gate.is_finished() {
+        let wait = std::future::poll_fn(|cx| {
+            if let Poll::Ready(c) = chunks.poll_recv(cx) {
+                return Poll::Ready(Wait::Chunk(c));
+            }
+            if gate.is_finished() {
+                return Poll::Ready(Wait::Finished);
+            }
+            if !finished_armed {
+                if finished.as_mut().poll(cx).is_ready() {
                     return Poll::Ready(Wait::Finished);
                 }
-                if !finished_armed {
-                    if finished.as_mut().poll(cx).is_ready() {
-                        return Poll::Ready(Wait::Finished);
-                    }
-                    finished_armed = true;
+                finished_armed = true;
+            }
+            if gone.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(Wait::Gone);
+            }
+            Poll::Pending
+        })
+        .await;
+        let next = match wait {
+            Wait::Chunk(c) => c,
+            Wait::Gone => return (false, out),
+            Wait::Finished => {
+                // The drain is over: what is already made goes out, then the body's clean
+                // end (an error event for SSE), then the last chunk.
+                while let Some(more) = chunks.try_recv() {
+                    write_chunk(&mut out, &more);
                 }
-                if look_armed {
-                    if look.is_elapsed() {
-                        return Poll::Ready(Wait::Look);
-                    }
-                } else {
-                    if look.as_mut().poll(cx).is_ready() {
-                        return Poll::Ready(Wait::Look);
-                    }
-                    look_armed = true;
+                if let Some(cut) = cut {
+                    write_chunk(&mut out, cut);
                 }
-                Poll::Pending
-            })
-            .await;
-            match wait {
-                Wait::Chunk(c) => break c,
-                Wait::Look => {
-                    if watch::peer(stream) == Peer::Gone {
-                        return (false, out);
-                    }
-                    look.as_mut().reset(monoio::time::Instant::now() + watch::MAX_GAP);
-                    look_armed = false;
-                }
-                Wait::Finished => {
-                    // The drain is over: what is already made goes out, then the body's clean
-                    // end (an error event for SSE), then the last chunk.
-                    while let Some(more) = chunks.try_recv() {
-                        write_chunk(&mut out, &more);
-                    }
-                    if let Some(cut) = cut {
-                        write_chunk(&mut out, cut);
-                    }
-                    out.extend_from_slice(LAST_CHUNK);
-                    let (_, o) = stream.write_all(out).await;
-                    out = o;
-                    out.clear();
-                    return (false, out);
-                }
+                out.extend_from_slice(LAST_CHUNK);
+                let (_, o) = stream.write_all(out).await;
+                out = o;
+                out.clear();
+                return (false, out);
             }
         };
         match next {
@@ -332,8 +325,8 @@ async fn stream_body(
 /// What woke a streamed body's wait.
 enum Wait {
     Chunk(Option<Bytes>),
-    /// The peek timer fired.
-    Look,
+    /// The peer closed or reset the connection.
+    Gone,
     /// The drain is over.
     Finished,
 }

@@ -7,17 +7,24 @@
 //! `recv(MSG_PEEK | MSG_DONTWAIT)` of one byte says whether the peer closed (0), reset
 //! (an error), sent more (a pipelined request: the peer is there) or is quiet (`EAGAIN`).
 //!
-//! It looks on a timer, not on readiness: a request that is answered within
+//! A request answered whole is looked at on a timer, not on readiness: one answered within
 //! [`FIRST_LOOK`] costs one timer entry and no system call (readiness would cost a poll
 //! submission and its cancellation on io_uring, a `poll` call on epoll, per request). Longer
 //! requests are looked at after 50 ms, then at doubling intervals up to [`MAX_GAP`], so the
-//! worker hears of the departure within a second however long the wait. A streamed answer
-//! looks only while it waits for the worker (a write to a closed peer fails by itself).
+//! worker hears of the departure within a second however long the wait.
+//!
+//! A streamed answer is watched on readiness instead ([`second_handle`], [`gone`]): a stream
+//! parks the shard about once per token, and a timer left pending through it would make every
+//! one of those parks a timed wait (a kernel timer armed and cancelled per token). The watch
+//! waits for the socket to become readable through a second descriptor (the connection task
+//! keeps writing through the first), so a peer that leaves while the worker is quiet, before
+//! the first token or between two, is noticed at once; a write to a closed peer fails by
+//! itself anyway.
 //!
 //! The same wait ends when the shard's drain is over (the grace period after SIGTERM), so an
 //! answer still being made then is ended cleanly rather than cut.
 
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, FromRawFd};
 use std::time::Duration;
 
 use monoio::net::TcpStream;
@@ -57,6 +64,42 @@ pub fn peer(stream: &TcpStream) -> Peer {
             _ => Peer::Gone,
         },
     }
+}
+
+/// A second descriptor of `stream`'s socket, to wait on its readability while the connection
+/// task writes through the first (a readiness wait borrows the stream it waits on). `None`
+/// when the descriptor cannot be duplicated (the descriptor table is full): then only a failed
+/// write tells that the peer left.
+pub fn second_handle(stream: &TcpStream) -> Option<TcpStream> {
+    // SAFETY: the descriptor belongs to `stream`, open for the duration of the call;
+    // F_DUPFD_CLOEXEC creates a new descriptor of the same socket and touches nothing else.
+    let fd = unsafe { libc::fcntl(stream.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 0) };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: `fd` was just created above and nothing else owns it; the std stream takes it
+    // over (and closes it if the conversion below fails).
+    let std = unsafe { std::net::TcpStream::from_raw_fd(fd) };
+    TcpStream::from_std(std).ok()
+}
+
+/// Resolves when the peer of `handle` (a [`second_handle`]) closed or reset the connection.
+/// Once the peer has sent bytes (a pipelined request) it never resolves: the peer is there,
+/// and from then on a failed write tells if it leaves. A failed wait never resolves either:
+/// a watch that cannot watch must not end a request.
+pub async fn gone(handle: TcpStream) {
+    loop {
+        if handle.readable(false).await.is_err() {
+            break;
+        }
+        match peer(&handle) {
+            Peer::Gone => return,
+            Peer::Sent => break,
+            // Readiness without anything to read (a spurious wake): wait again.
+            Peer::Quiet => {}
+        }
+    }
+    std::future::pending::<()>().await
 }
 
 /// Why a request's answer must stop being made.

@@ -1419,3 +1419,63 @@ fn a_worker_that_sends_garbage_or_closes_early_never_hangs_a_client() {
         assert_eq!(chat_hi(addr, "qwen3-mock").status, 200, "the next request");
     }
 }
+
+/// Echo mode: the worker answers with the text between `[[echo]]` and `[[/echo]]` in the
+/// prompt, token by token or character by character, and registers the parser names it was
+/// given in its card's `runtime_config`.
+#[test]
+fn an_echoing_worker_answers_with_the_scripted_text() {
+    use switchyard::worker::echo::EchoSplit;
+    let script = "Sure. <tool_call>\n{\"name\": \"f\"}\n</tool_call> — ünïcode ✓";
+    for split in [EchoSplit::Token, EchoSplit::Char] {
+        let s = setup_with(
+            &format!("echo-{split:?}"),
+            MockConfig {
+                fast: true,
+                echo: Some(split),
+                tool_call_parser: Some("hermes".into()),
+                reasoning_parser: Some("qwen3".into()),
+                ..MockConfig::default()
+            },
+        );
+        let body = serde_json::json!({"model": "qwen3-mock", "max_tokens": 500,
+            "messages": [{"role": "user", "content": format!("Say [[echo]]{script}[[/echo]] please")}]});
+        let r = post(&s, "/v1/chat/completions", &body);
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+        let v = r.json();
+        assert_eq!(v["choices"][0]["message"]["content"], script, "{split:?}");
+        let n = v["usage"]["completion_tokens"].as_u64().unwrap();
+        let chars = script.chars().count() as u64;
+        match split {
+            EchoSplit::Token => assert!(n < chars, "{n} tokens for {chars} characters"),
+            EchoSplit::Char => assert!(n >= chars, "{n} tokens for {chars} characters"),
+        }
+        let mut cards = String::new();
+        for e in walk(&s._store.0) {
+            cards.push_str(&std::fs::read_to_string(e).unwrap_or_default());
+        }
+        assert!(cards.contains(r#""tool_call_parser":"hermes""#), "{cards}");
+        assert!(cards.contains(r#""reasoning_parser":"qwen3""#), "{cards}");
+        let none = post(
+            &s,
+            "/v1/chat/completions",
+            &serde_json::json!({"model": "qwen3-mock",
+            "messages": [{"role": "user", "content": "no script"}]}),
+        );
+        assert_eq!(none.json()["choices"][0]["message"]["content"], switchyard::worker::echo::NO_SCRIPT);
+    }
+}
+
+/// Every file under `dir`.
+fn walk(dir: &std::path::Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}

@@ -6,10 +6,14 @@
 //! switchyard mock-worker --model-path DIR [--model-name NAME] [--alias NAME]...
 //!     [--chat-template FILE] [--discovery-backend file|etcd] [--file-kv DIR] [--ttft-ms 10]
 //!     [--itl-ms 1] [--output-tokens 16] [--fast] [--codec msgpack|json]
+//!     [--tool-call-parser NAME] [--reasoning-parser NAME] [--echo token|char]
 //! switchyard mock-worker --tensor [--model-name echo] [--discovery-backend file|etcd] [--file-kv DIR]
 //! ```
 //! `--alias` adds a name to the card's `aliases` (as `--served-model-name a b` does for vLLM);
 //! `--chat-template` names a custom template file (`is_custom: true` in the card).
+//! `--tool-call-parser` / `--reasoning-parser` name the parsers in the card's
+//! `runtime_config` (as an engine's `--dyn-tool-call-parser` / `--dyn-reasoning-parser` do);
+//! `--echo` answers each request with the text its prompt scripts (see [`super::echo`]).
 //! `--tensor` serves the echo tensor model of [`super::tensor`] (no model files needed).
 //! The backend defaults to `$DYN_DISCOVERY_BACKEND`, else `file`. The file store defaults to
 //! `$DYN_FILE_KV`, else `dynamo_store_kv` in the temp directory (`$TMPDIR`, else `/tmp`), as
@@ -26,6 +30,7 @@ use crate::plane::payload::Codec;
 
 const USAGE: &str = "usage: switchyard mock-worker --model-path DIR [--model-name NAME] [--alias NAME]... \
 [--chat-template FILE] [--discovery-backend file|etcd] [--file-kv DIR] [--ttft-ms N] [--itl-ms N] [--output-tokens N] [--fast] [--codec msgpack|json] [--vocab-size N]
+       [--tool-call-parser NAME] [--reasoning-parser NAME] [--echo token|char]
        switchyard mock-worker --tensor [--model-name NAME] [--discovery-backend file|etcd] [--file-kv DIR] [--codec msgpack|json]";
 
 /// Where the worker registers.
@@ -79,6 +84,16 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Mo
             "--output-tokens" => cfg.output_tokens = number("--output-tokens", it.next())?,
             "--vocab-size" => cfg.vocab_size = number("--vocab-size", it.next())?,
             "--fast" => cfg.fast = true,
+            "--tool-call-parser" => {
+                cfg.tool_call_parser = Some(it.next().ok_or("--tool-call-parser needs a value")?.clone())
+            }
+            "--reasoning-parser" => {
+                cfg.reasoning_parser = Some(it.next().ok_or("--reasoning-parser needs a value")?.clone())
+            }
+            "--echo" => {
+                let v = it.next().map(String::as_str).unwrap_or_default();
+                cfg.echo = Some(super::echo::EchoSplit::parse(v).ok_or("--echo takes token or char")?);
+            }
             "--tensor" => cfg.model_input = super::MockInput::Tensor,
             "--codec" => {
                 cfg.codec = match it.next().map(String::as_str) {

@@ -20,7 +20,9 @@
 //! final usage; then `{"complete_final":true}` and `"sentinel"`. Items are encoded with the
 //! request's `payload_codec`.
 //!
-//! * Token ids: [`MockConfig::script`] exactly, else deterministic pseudo-random ids below
+//! * Token ids: with [`MockConfig::echo`], the text the prompt scripts between `[[echo]]` and
+//!   `[[/echo]]`, tokenized by the model's tokenizer ([`echo`]); else [`MockConfig::script`]
+//!   exactly, else deterministic pseudo-random ids below
 //!   [`MockConfig::vocab_size`] (seeded by `sampling_options.seed`, else by the prompt), never
 //!   equal to the EOS id except as the last natural token.
 //! * Length: the natural length is `script.len()` (script mode) or
@@ -77,6 +79,7 @@
 //! over HTTP like a worker with `DYN_SYSTEM_PORT` is not built yet.
 
 pub mod cli;
+pub mod echo;
 pub mod embedded;
 pub(crate) mod register;
 mod register_etcd;
@@ -165,6 +168,12 @@ pub struct MockConfig {
     /// Instance id; `None` draws a random one (the file backend's per-runtime id). With
     /// etcd it is the lease id ([`MockWorker::start_etcd`] sets it).
     pub instance_id: Option<u64>,
+    /// The card's `runtime_config.tool_call_parser` (as a worker's `--dyn-tool-call-parser`).
+    pub tool_call_parser: Option<String>,
+    /// The card's `runtime_config.reasoning_parser`.
+    pub reasoning_parser: Option<String>,
+    /// Answer with the text the prompt scripts ([`echo`]); needs `model_dir`'s tokenizer.
+    pub echo: Option<echo::EchoSplit>,
 }
 
 impl Default for MockConfig {
@@ -190,6 +199,9 @@ impl Default for MockConfig {
             model_dir: None,
             keepalive: Duration::from_millis(3333),
             instance_id: None,
+            tool_call_parser: None,
+            reasoning_parser: None,
+            echo: None,
         }
     }
 }
@@ -244,6 +256,8 @@ pub(crate) struct Shared {
     pub(crate) active_streams: AtomicUsize,
     /// Every Tokens request received, in order.
     pub(crate) received: Mutex<Vec<Received>>,
+    /// Echo mode's tokenizer and split.
+    pub(crate) echo: Option<echo::Echo>,
 }
 
 /// What a Tokens request asked for (kept so a test can see what a worker was sent).
@@ -272,6 +286,17 @@ impl MockWorker {
                 return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("bad {what} {v:?}")));
             }
         }
+        let echo = match (cfg.echo, &cfg.model_dir) {
+            (None, _) => None,
+            (Some(split), Some(dir)) => {
+                let tokenizer = crate::tokenize::tokenizer::Tokenizer::from_file(dir.join("tokenizer.json"))
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("echo mode: {e}")))?;
+                Some(echo::Echo { tokenizer, split })
+            }
+            (Some(_), None) => {
+                return Err(io::Error::new(io::ErrorKind::InvalidInput, "echo mode needs a model directory"))
+            }
+        };
         let listener = TcpListener::bind(cfg.listen)?;
         let addr = listener.local_addr()?;
         let instance_id = cfg.instance_id.unwrap_or_else(crate::util::random_u64);
@@ -288,6 +313,7 @@ impl MockWorker {
             conn_threads: Mutex::new(Vec::new()),
             active_streams: AtomicUsize::new(0),
             received: Mutex::new(Vec::new()),
+            echo,
         });
         let s = Arc::clone(&shared);
         let acceptor = std::thread::Builder::new()

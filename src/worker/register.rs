@@ -201,6 +201,10 @@ impl MockWorker {
         if let Value::Object(rest) = rest {
             card.extend(rest);
         }
+        if let Some(Value::Object(rc)) = card.get_mut("runtime_config") {
+            rc.insert("tool_call_parser".into(), json!(cfg.tool_call_parser));
+            rc.insert("reasoning_parser".into(), json!(cfg.reasoning_parser));
+        }
         if cfg.aliases.is_empty() {
             card.shift_remove("aliases");
         }

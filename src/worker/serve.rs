@@ -147,8 +147,13 @@ fn start_request(shared: &Arc<Shared>, frame: &RequestFrame) -> Result<(), Strin
                 max_tokens: req.stop_conditions.max_tokens,
             });
             let sc = &req.stop_conditions;
+            let echoed = match &shared.echo {
+                Some(echo) => Some(echo.answer(&req.token_ids)?),
+                None => None,
+            };
             let (tokens, finish) = plan_tokens(
                 cfg,
+                echoed.as_deref().or(cfg.script.as_deref()),
                 &req.token_ids,
                 req.sampling_options.seed,
                 sc.max_tokens,
@@ -170,7 +175,7 @@ fn start_request(shared: &Arc<Shared>, frame: &RequestFrame) -> Result<(), Strin
             let prompt = serde_json::to_vec(&req.get("messages").or_else(|| req.get("prompt"))).unwrap_or_default();
             let prompt: Vec<u32> = prompt.iter().map(|&b| u32::from(b)).collect();
             let ignore_eos = req.get("ignore_eos").and_then(Value::as_bool).unwrap_or(false);
-            let (tokens, finish) = plan_tokens(cfg, &prompt, seed, max, ignore_eos);
+            let (tokens, finish) = plan_tokens(cfg, cfg.script.as_deref(), &prompt, seed, max, ignore_eos);
             // Text workers count their own prompt: here one per byte of the request object as
             // received, in compact JSON (so a test can see what arrived).
             let received = serde_json::to_vec(&req).map_or(0, |b| b.len());
@@ -200,6 +205,7 @@ fn start_request(shared: &Arc<Shared>, frame: &RequestFrame) -> Result<(), Strin
 /// The tokens to emit and the finish reason (see the module docs for the rules).
 pub(crate) fn plan_tokens(
     cfg: &super::MockConfig,
+    script: Option<&[u32]>,
     prompt: &[u32],
     seed: Option<i64>,
     max_tokens: Option<u32>,
@@ -210,9 +216,9 @@ pub(crate) fn plan_tokens(
     // (a script repeats, random mode draws that many ids), as an engine told to ignore EOS
     // generates until `max_tokens`.
     let forced = max_tokens.filter(|_| ignore_eos).map(|m| m as usize);
-    let mut tokens = match (&cfg.script, forced) {
+    let mut tokens = match (script, forced) {
         (Some(script), Some(n)) if !script.is_empty() => script.iter().copied().cycle().take(n).collect(),
-        (Some(script), _) => script.clone(),
+        (Some(script), _) => script.to_vec(),
         (None, Some(n)) => random_ids(cfg, n, prompt, seed, eos),
         (None, None) => random_ids(cfg, cfg.output_tokens, prompt, seed, eos),
     };

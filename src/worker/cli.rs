@@ -7,6 +7,7 @@
 //!     [--chat-template FILE] [--discovery-backend file|etcd] [--file-kv DIR] [--ttft-ms 10]
 //!     [--itl-ms 1] [--output-tokens 16] [--fast] [--codec msgpack|json]
 //!     [--tool-call-parser NAME] [--reasoning-parser NAME] [--echo token|char]
+//!     [--endpoint NAMESPACE.COMPONENT.ENDPOINT]
 //! switchyard mock-worker --tensor [--model-name echo] [--discovery-backend file|etcd] [--file-kv DIR]
 //! ```
 //! `--alias` adds a name to the card's `aliases` (as `--served-model-name a b` does for vLLM);
@@ -30,7 +31,7 @@ use crate::plane::payload::Codec;
 
 const USAGE: &str = "usage: switchyard mock-worker --model-path DIR [--model-name NAME] [--alias NAME]... \
 [--chat-template FILE] [--discovery-backend file|etcd] [--file-kv DIR] [--ttft-ms N] [--itl-ms N] [--output-tokens N] [--fast] [--codec msgpack|json] [--vocab-size N]
-       [--tool-call-parser NAME] [--reasoning-parser NAME] [--echo token|char]
+       [--tool-call-parser NAME] [--reasoning-parser NAME] [--echo token|char] [--endpoint NS.COMPONENT.ENDPOINT]
        switchyard mock-worker --tensor [--model-name NAME] [--discovery-backend file|etcd] [--file-kv DIR] [--codec msgpack|json]";
 
 /// Where the worker registers.
@@ -89,6 +90,17 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Mo
             }
             "--reasoning-parser" => {
                 cfg.reasoning_parser = Some(it.next().ok_or("--reasoning-parser needs a value")?.clone())
+            }
+            "--endpoint" => {
+                let v = it.next().ok_or("--endpoint needs a value")?;
+                match v.split('.').collect::<Vec<_>>()[..] {
+                    [ns, component, endpoint] => {
+                        cfg.namespace = ns.to_string();
+                        cfg.component = component.to_string();
+                        cfg.endpoint = endpoint.to_string();
+                    }
+                    _ => return Err(format!("--endpoint {v}: expected NAMESPACE.COMPONENT.ENDPOINT")),
+                }
             }
             "--echo" => {
                 let v = it.next().map(String::as_str).unwrap_or_default();

@@ -137,6 +137,10 @@ impl Builder {
             max_num_seqs: card.runtime_config.max_num_seqs.unwrap_or(0),
             total_kv_blocks: card.runtime_config.total_kv_blocks.unwrap_or(0),
         };
+        let reasoning = match (&tokens, card.runtime_config.reasoning_parser.as_deref()) {
+            (Some(_), Some(name)) if !name.is_empty() => Some(reasoning_format(&served.model, name)),
+            _ => None,
+        };
         Ok(Serving {
             name: served.model.clone(),
             tokens,
@@ -144,6 +148,7 @@ impl Builder {
             workers: Vec::new(),
             mdc_sum: Some(card.mdc_sum()),
             limits,
+            reasoning,
         })
     }
 
@@ -388,6 +393,16 @@ impl Drop for Control {
     fn drop(&mut self) {
         self.stop.store(true, std::sync::atomic::Ordering::Release);
     }
+}
+
+/// The reasoning format of parser `name` (a model's card), case-insensitive as 1.6.1 reads it;
+/// a name 1.6.1 does not know falls back to `basic` (`<think>` tags), with a warning, as there.
+fn reasoning_format(model: &str, name: &str) -> crate::parsers::reasoning::Format {
+    use crate::parsers::reasoning::format_of;
+    format_of(&name.to_ascii_lowercase()).unwrap_or_else(|| {
+        crate::log::warn(&format!("model {model}: unknown reasoning parser {name:?}, using basic (<think> tags)"));
+        format_of("basic").expect("basic is a reasoning parser")
+    })
 }
 
 #[cfg(test)]

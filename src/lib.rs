@@ -44,6 +44,7 @@ pub mod kserve;
 pub mod log;
 pub mod metrics;
 pub mod openai;
+pub mod parsers;
 pub mod plane;
 pub mod registry;
 pub mod router;

@@ -109,6 +109,9 @@ pub struct Serving {
     pub mdc_sum: Option<String>,
     /// What the card (of the first worker seen) says about the model's sizes.
     pub limits: CardLimits,
+    /// The reasoning parser of the card's `runtime_config.reasoning_parser` (Tokens models:
+    /// a Text model's worker parses its own answer).
+    pub reasoning: Option<crate::parsers::reasoning::Format>,
 }
 
 /// What the frontend can serve right now.

@@ -1479,3 +1479,59 @@ fn walk(dir: &std::path::Path) -> Vec<PathBuf> {
     }
     out
 }
+
+/// A model whose card names a reasoning parser: its thinking comes back apart from its
+/// answer, whole (`reasoning_content` after `role`, `reasoning_tokens` in the usage) and
+/// streamed (a role-only chunk, then reasoning chunks, then content chunks), in 1.6.1's
+/// shapes; a marker cut across tokens never shows.
+#[test]
+fn a_reasoning_parser_splits_thinking_from_the_answer() {
+    use switchyard::worker::echo::EchoSplit;
+    let s = setup_with(
+        "reasoning",
+        MockConfig {
+            fast: true,
+            echo: Some(EchoSplit::Token),
+            reasoning_parser: Some("qwen3".into()),
+            ..MockConfig::default()
+        },
+    );
+    let addr = s.server.as_ref().unwrap().addr;
+    for marker in ["[[echo]]", "[[echo:char]]"] {
+        let ask = |stream: bool| {
+            serde_json::json!({"model": "qwen3-mock", "stream": stream,
+                "messages": [{"role": "user", "content": format!("{marker}<think>ab</think>cd[[/echo]]")}]})
+        };
+        let v = post(&s, "/v1/chat/completions", &ask(false)).json();
+        let msg = &v["choices"][0]["message"];
+        assert_eq!(msg["content"], "cd", "{marker}: {v}");
+        assert_eq!(msg["reasoning_content"], "ab", "{marker}: {v}");
+        let keys: Vec<&str> = msg.as_object().unwrap().keys().map(String::as_str).collect();
+        assert_eq!(keys, ["content", "refusal", "role", "reasoning_content"]);
+        if marker == "[[echo]]" {
+            // <think>, ab and </think> are a token each: two end in reasoning, as 1.6.1 counts.
+            assert_eq!(v["usage"]["completion_tokens_details"]["reasoning_tokens"], 2, "{v}");
+        }
+        let events = sse_events(addr, &ask(true));
+        let deltas: Vec<serde_json::Value> = events
+            .iter()
+            .filter(|e| *e != "[DONE]")
+            .map(|e| serde_json::from_str::<serde_json::Value>(e).unwrap()["choices"][0]["delta"].clone())
+            .collect();
+        assert_eq!(deltas[0], serde_json::json!({"role": "assistant"}), "{marker}: {events:?}");
+        let joined = |key: &str| deltas.iter().filter_map(|d| d[key].as_str()).collect::<String>();
+        assert_eq!(joined("reasoning_content"), "ab", "{marker}: {events:?}");
+        assert_eq!(joined("content"), "cd", "{marker}: {events:?}");
+        assert!(!events.iter().any(|e| e.contains("think>")), "{marker}: a marker leaked: {events:?}");
+    }
+    // An unterminated thought is all reasoning, and the content is null.
+    let v = post(
+        &s,
+        "/v1/chat/completions",
+        &serde_json::json!({"model": "qwen3-mock",
+        "messages": [{"role": "user", "content": "[[echo]]<think>still going[[/echo]]"}]}),
+    )
+    .json();
+    assert_eq!(v["choices"][0]["message"]["content"], serde_json::Value::Null, "{v}");
+    assert_eq!(v["choices"][0]["message"]["reasoning_content"], "still going", "{v}");
+}

@@ -165,6 +165,9 @@ pub struct Config {
     pub paths: RoutePaths,
     /// `--exclude-tools-when-tool-choice-none`.
     pub exclude_tools_when_tool_choice_none: bool,
+    /// `--reasoning-field-name`: the member that carries parsed reasoning in chat answers
+    /// (`reasoning_content` or `reasoning`).
+    pub reasoning_field: &'static str,
     /// The kv router's cost parameters (`--router-kv-overlap-score-credit` …).
     pub kv_cost: settings::CostParams,
     /// `--no-router-kv-events`: the kv router predicts the cache from its own decisions,
@@ -389,6 +392,10 @@ fn typed(parsed: Parsed, env: &dyn Fn(&str) -> Option<String>) -> Result<Config,
         listen_backlog: backlog,
         paths,
         exclude_tools_when_tool_choice_none: boolean(p, "exclude_tools_when_tool_choice_none"),
+        reasoning_field: match text(p, "reasoning_field_name") {
+            Some("reasoning") => "reasoning",
+            _ => "reasoning_content",
+        },
         kv_cost: kv_cost(p)?,
         kv_approximate_ttl: if boolean(p, "use_kv_events") { None } else { Some(secs(p, "router_ttl_secs")?) },
         kv_cache_policy: match text(p, "router_approximate_cache_policy") {

@@ -26,6 +26,7 @@ use super::logprobs as lp;
 use super::response::{self as body, Meta};
 use crate::error::Error;
 use crate::infer::{Event, Finish, Generation, TokenLogprob, Usage};
+use crate::parsers::reasoning::Split;
 use crate::shard::local;
 
 /// Which API the request came in on.
@@ -44,6 +45,8 @@ pub struct Shape {
     pub served: std::sync::Arc<crate::infer::Serving>,
     /// What the answer carries besides its events (usage chunk, `nvext`).
     pub extras: super::to_infer::Extras,
+    /// The model's reasoning parser (chat only) and the member its reasoning goes in.
+    pub reasoning: Option<(crate::parsers::reasoning::Format, &'static str)>,
 }
 
 impl Shape {
@@ -150,15 +153,32 @@ struct Whole {
     text: String,
     finish: Option<Finish>,
     logprobs: Vec<TokenLogprob>,
+    /// With a reasoning parser: the split, the reasoning so far, and the deltas that left the
+    /// split in reasoning (1.6.1's `reasoning_tokens`: the worker sends a token per delta).
+    split: Option<Split>,
+    reasoning: String,
+    reasoning_deltas: u32,
+}
+
+/// Feed `text` to the choice's split (when it has one) or to its text.
+fn take_text(w: &mut Whole, text: &str) {
+    match w.split.as_mut() {
+        Some(split) => {
+            split.push(text, &mut w.reasoning, &mut w.text);
+            w.reasoning_deltas += u32::from(split.in_reasoning());
+        }
+        None => w.text.push_str(text),
+    }
 }
 
 /// The whole answer, once the generation is done.
 pub async fn whole(shape: &Shape, mut gen: Generation) -> Result<Vec<u8>, Error> {
     let mut choices: SmallVec<[Whole; 1]> = SmallVec::new();
+    let format = shape.reasoning.map(|(f, _)| f);
     let at = |choices: &mut SmallVec<[Whole; 1]>, i: u32| -> usize {
         let i = i as usize;
         if choices.len() <= i {
-            choices.resize_with(i + 1, Whole::default);
+            choices.resize_with(i + 1, || Whole { split: format.map(Split::new), ..Whole::default() });
         }
         i
     };
@@ -169,13 +189,17 @@ pub async fn whole(shape: &Shape, mut gen: Generation) -> Result<Vec<u8>, Error>
         match event {
             Some(Event::Delta(d)) => {
                 let i = at(&mut choices, d.choice);
-                choices[i].text.push_str(&d.text);
+                take_text(&mut choices[i], &d.text);
                 choices[i].logprobs.extend(d.logprobs);
             }
             Some(Event::Finish { choice, reason, logprobs, .. }) => {
                 let i = at(&mut choices, choice);
-                choices[i].finish = Some(reason);
-                choices[i].logprobs.extend(logprobs);
+                let w = &mut choices[i];
+                if let Some(split) = w.split.as_mut() {
+                    split.finish(&mut w.reasoning, &mut w.text);
+                }
+                w.finish = Some(reason);
+                w.logprobs.extend(logprobs);
             }
             Some(Event::Chunk(v)) => {
                 relayed = true;
@@ -216,12 +240,14 @@ pub async fn whole(shape: &Shape, mut gen: Generation) -> Result<Vec<u8>, Error>
             text: &c.text,
             finish_reason: c.finish.map(finish_reason),
             logprobs: render_logprobs(shape.api, &c.logprobs),
+            reasoning: shape.reasoning.map(|(_, field)| (field, c.reasoning.as_str())),
         })
         .collect();
+    let reasoning_tokens = shape.reasoning.map(|_| choices.iter().map(|c| c.reasoning_deltas).sum());
     let text_len: usize = choices.iter().map(|c| c.text.len()).sum();
     let mut out = Vec::with_capacity(text_len + 256 * parts.len());
     match shape.api {
-        Api::Chat => body::chat_completion_choices(&mut out, &meta, &parts, &usage),
+        Api::Chat => body::chat_completion_choices(&mut out, &meta, &parts, &usage, reasoning_tokens),
         Api::Completions => body::completion_choices(&mut out, &meta, &parts, &usage),
     }
     append_nvext(&mut out, nvext);
@@ -253,6 +279,7 @@ pub async fn stream(shape: Shape, mut gen: Generation, tx: local::Sender<Bytes>,
     // once, so writing a chunk does not grow its buffer step by step.
     let chunk_capacity = 192 + id.len() + shape.served.name.len();
     let mut out = Vec::with_capacity(chunk_capacity);
+    let mut parsed = super::parsed::Parsed::default();
     loop {
         // The client may leave while the worker is quiet: its receiver's end wakes this.
         let next = poll_fn(|cx| match tx.poll_unless_closed(cx, |cx| gen.poll_next(cx)) {
@@ -277,6 +304,19 @@ pub async fn stream(shape: Shape, mut gen: Generation, tx: local::Sender<Bytes>,
             Some(Some(event)) => event,
         };
         let end = match event {
+            Some(Event::Delta(d)) if shape.reasoning.is_some() => {
+                let choice = d.choice;
+                let first = first_chunk(&mut started, choice);
+                let at = out.len();
+                if let Some((format, field)) = shape.reasoning {
+                    parsed.delta(&mut out, meta_of(choice), format, field, first, d);
+                }
+                if out.len() > at {
+                    running_usage(&mut out, &shape, &gen);
+                    append_nvext(&mut out, shape.nvext(&gen, choice, false));
+                }
+                false
+            }
             Some(Event::Delta(d)) => {
                 let first = first_chunk(&mut started, d.choice);
                 let lp = render_logprobs(shape.api, &d.logprobs);
@@ -301,6 +341,14 @@ pub async fn stream(shape: Shape, mut gen: Generation, tx: local::Sender<Bytes>,
                 false
             }
             Some(Event::Finish { choice, reason, logprobs, .. }) => {
+                if let Some((_, field)) = shape.reasoning {
+                    let at = out.len();
+                    parsed.flush(&mut out, meta_of(choice), field, choice);
+                    if out.len() > at {
+                        running_usage(&mut out, &shape, &gen);
+                        append_nvext(&mut out, shape.nvext(&gen, choice, false));
+                    }
+                }
                 let first = first_chunk(&mut started, choice);
                 let lp = render_logprobs(shape.api, &logprobs);
                 let reason = Some(finish_reason(reason));

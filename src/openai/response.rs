@@ -3,9 +3,14 @@
 //!
 //! * chat, whole: `{"id","choices":[{"index","message":{"content","refusal","role"},
 //!   "finish_reason","logprobs"}],"created","model","object":"chat.completion","usage"}`;
+//!   with a reasoning parser, `"reasoning_content"` (or `--reasoning-field-name`) follows
+//!   `"role"` when there is reasoning, an empty content is `null`, and the usage carries
+//!   `"completion_tokens_details":{"reasoning_tokens":N}`;
 //! * chat, streamed: one `data: {…"object":"chat.completion.chunk"}` per text delta (the first
 //!   delta also carries `"role":"assistant"`), a finish chunk with an empty delta, a usage
-//!   chunk with `"choices":[]` when `stream_options.include_usage`, then `data: [DONE]`;
+//!   chunk with `"choices":[]` when `stream_options.include_usage`, then `data: [DONE]`; with
+//!   a reasoning parser, a role-only chunk first, then chunks carrying `content` and/or the
+//!   reasoning member ([`chat_pieces_chunk_at`]);
 //! * completions, whole and streamed: `{"id","choices":[{"text","index","finish_reason"?}],
 //!   "created","model","system_fingerprint":null,"object":"text_completion","usage"}`;
 //! * an error after the stream started: `data: {"error":{"message","type","code"}}`.
@@ -65,6 +70,12 @@ fn tail(out: &mut Vec<u8>, meta: &Meta<'_>) {
 
 /// A usage object (`completions`: in the completions shape, with `audio_tokens`).
 pub(super) fn usage_json(out: &mut Vec<u8>, u: &Usage, completions: bool) {
+    usage_json_with(out, u, completions, None)
+}
+
+/// [`usage_json`], with `completion_tokens_details.reasoning_tokens` when a reasoning parser
+/// counted them.
+pub(super) fn usage_json_with(out: &mut Vec<u8>, u: &Usage, completions: bool, reasoning_tokens: Option<u32>) {
     // Numbers through `itoa` (`uint`): `write!` cost ~1.4 K instructions for these few.
     out.extend_from_slice(b"{\"prompt_tokens\":");
     uint(out, u64::from(u.prompt_tokens));
@@ -79,6 +90,11 @@ pub(super) fn usage_json(out: &mut Vec<u8>, u: &Usage, completions: bool) {
             b",\"prompt_tokens_details\":{\"cached_tokens\":".as_slice()
         });
         uint(out, u64::from(c));
+        out.push(b'}');
+    }
+    if let Some(n) = reasoning_tokens {
+        out.extend_from_slice(b",\"completion_tokens_details\":{\"reasoning_tokens\":");
+        uint(out, u64::from(n));
         out.push(b'}');
     }
     out.push(b'}');
@@ -107,6 +123,8 @@ pub struct Choice<'a> {
     pub finish_reason: Option<&'a str>,
     /// The rendered logprobs object ([`super::logprobs`]), when asked for.
     pub logprobs: Option<Vec<u8>>,
+    /// With a reasoning parser: the member name and the choice's reasoning (maybe empty).
+    pub reasoning: Option<(&'static str, &'a str)>,
 }
 
 /// A whole chat completion of one choice.
@@ -118,12 +136,19 @@ pub fn chat_completion(
     usage: &Usage,
     logprobs: Option<&[u8]>,
 ) {
-    let choice = Choice { index: 0, text: content, finish_reason, logprobs: logprobs.map(<[u8]>::to_vec) };
-    chat_completion_choices(out, meta, std::slice::from_ref(&choice), usage);
+    let choice =
+        Choice { index: 0, text: content, finish_reason, logprobs: logprobs.map(<[u8]>::to_vec), reasoning: None };
+    chat_completion_choices(out, meta, std::slice::from_ref(&choice), usage, None);
 }
 
-/// A whole chat completion.
-pub fn chat_completion_choices(out: &mut Vec<u8>, meta: &Meta<'_>, choices: &[Choice<'_>], usage: &Usage) {
+/// A whole chat completion; `reasoning_tokens` when a reasoning parser counted them.
+pub fn chat_completion_choices(
+    out: &mut Vec<u8>,
+    meta: &Meta<'_>,
+    choices: &[Choice<'_>],
+    usage: &Usage,
+    reasoning_tokens: Option<u32>,
+) {
     out.extend_from_slice(b"{\"id\":");
     out.extend_from_slice(&meta.id_json);
     out.extend_from_slice(b",\"choices\":[");
@@ -134,8 +159,18 @@ pub fn chat_completion_choices(out: &mut Vec<u8>, meta: &Meta<'_>, choices: &[Ch
         out.extend_from_slice(b"{\"index\":");
         uint(out, u64::from(c.index));
         out.extend_from_slice(b",\"message\":{\"content\":");
-        string(out, c.text);
-        out.extend_from_slice(b",\"refusal\":null,\"role\":\"assistant\"},\"finish_reason\":");
+        match c.reasoning {
+            Some(_) if c.text.is_empty() => out.extend_from_slice(b"null"),
+            _ => string(out, c.text),
+        }
+        out.extend_from_slice(b",\"refusal\":null,\"role\":\"assistant\"");
+        if let Some((field, reasoning)) = c.reasoning.filter(|(_, r)| !r.is_empty()) {
+            out.extend_from_slice(b",\"");
+            out.extend_from_slice(field.as_bytes());
+            out.extend_from_slice(b"\":");
+            string(out, reasoning);
+        }
+        out.extend_from_slice(b"},\"finish_reason\":");
         opt_string(out, c.finish_reason);
         out.extend_from_slice(b",\"logprobs\":");
         out.extend_from_slice(c.logprobs.as_deref().unwrap_or(b"null"));
@@ -144,7 +179,7 @@ pub fn chat_completion_choices(out: &mut Vec<u8>, meta: &Meta<'_>, choices: &[Ch
     out.push(b']');
     tail(out, meta);
     out.extend_from_slice(b",\"object\":\"chat.completion\",\"usage\":");
-    usage_json(out, usage, false);
+    usage_json_with(out, usage, false, reasoning_tokens);
     out.push(b'}');
 }
 
@@ -171,11 +206,7 @@ pub fn chat_chunk_at(
     finish_reason: Option<&str>,
     logprobs: Option<&[u8]>,
 ) {
-    out.extend_from_slice(b"data: {\"id\":");
-    out.extend_from_slice(&meta.id_json);
-    out.extend_from_slice(b",\"choices\":[{\"index\":");
-    index_number(out, index);
-    out.extend_from_slice(b",\"delta\":{");
+    chunk_open(out, meta, index);
     let mut sep = false;
     if let Some(text) = delta {
         out.extend_from_slice(b"\"content\":");
@@ -188,6 +219,47 @@ pub fn chat_chunk_at(
         }
         out.extend_from_slice(b"\"role\":\"assistant\"");
     }
+    chunk_close(out, meta, finish_reason, logprobs);
+}
+
+/// One SSE event of a streamed chat completion carrying parsed pieces of a choice: its
+/// `content` and its reasoning (member `field`), each when not empty.
+pub fn chat_pieces_chunk_at(
+    out: &mut Vec<u8>,
+    meta: &Meta<'_>,
+    index: u32,
+    content: &str,
+    (field, reasoning): (&str, &str),
+    logprobs: Option<&[u8]>,
+) {
+    chunk_open(out, meta, index);
+    if !content.is_empty() {
+        out.extend_from_slice(b"\"content\":");
+        string(out, content);
+    }
+    if !reasoning.is_empty() {
+        if !content.is_empty() {
+            out.push(b',');
+        }
+        out.push(b'"');
+        out.extend_from_slice(field.as_bytes());
+        out.extend_from_slice(b"\":");
+        string(out, reasoning);
+    }
+    chunk_close(out, meta, None, logprobs);
+}
+
+/// A chat chunk up to the opening of its delta object.
+fn chunk_open(out: &mut Vec<u8>, meta: &Meta<'_>, index: u32) {
+    out.extend_from_slice(b"data: {\"id\":");
+    out.extend_from_slice(&meta.id_json);
+    out.extend_from_slice(b",\"choices\":[{\"index\":");
+    index_number(out, index);
+    out.extend_from_slice(b",\"delta\":{");
+}
+
+/// A chat chunk from the end of its delta object.
+fn chunk_close(out: &mut Vec<u8>, meta: &Meta<'_>, finish_reason: Option<&str>, logprobs: Option<&[u8]>) {
     out.extend_from_slice(b"},\"finish_reason\":");
     opt_string(out, finish_reason);
     logprobs_field(out, logprobs);
@@ -224,7 +296,7 @@ pub fn completion(
     usage: &Usage,
     logprobs: Option<&[u8]>,
 ) {
-    let choice = Choice { index: 0, text, finish_reason, logprobs: logprobs.map(<[u8]>::to_vec) };
+    let choice = Choice { index: 0, text, finish_reason, logprobs: logprobs.map(<[u8]>::to_vec), reasoning: None };
     completion_choices(out, meta, std::slice::from_ref(&choice), usage);
 }
 

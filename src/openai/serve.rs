@@ -64,7 +64,12 @@ pub async fn serve(
     }
     let stream = req.stream;
     let gen = crate::infer::run(ctx, &mut req).await?;
-    let shape = Shape { api, served: gen.serving().clone(), extras };
+    // Reasoning is parsed out of chat answers only, as in 1.6.1.
+    let reasoning = match api {
+        Api::Chat => gen.serving().reasoning.map(|f| (f, ctx.shared.config.reasoning_field)),
+        Api::Completions => None,
+    };
+    let shape = Shape { api, served: gen.serving().clone(), extras, reasoning };
     if stream {
         let (tx, rx) = local::channel::<Bytes>();
         monoio::spawn(answer::stream(shape, gen, tx, ctx.shared.config.sse_keep_alive));

@@ -536,6 +536,14 @@ mod tests {
     }
 
     #[test]
+    fn reasoning_field_name() {
+        assert_eq!(run(&[], &[]).unwrap().reasoning_field, "reasoning_content");
+        assert_eq!(run(&["--reasoning-field-name", "reasoning"], &[]).unwrap().reasoning_field, "reasoning");
+        assert_eq!(run(&[], &[("DYN_REASONING_FIELD_NAME", "reasoning")]).unwrap().reasoning_field, "reasoning");
+        assert!(run(&["--reasoning-field-name", "thoughts"], &[]).is_err());
+    }
+
+    #[test]
     fn model_path_must_be_dir() {
         let e = run(&["--model-path", "/definitely/not/here"], &[]).unwrap_err();
         assert_eq!(e.exit_code, 2);

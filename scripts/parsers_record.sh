@@ -5,12 +5,15 @@
 # back, one JSON line per request.
 #
 # Usage: bash scripts/parsers_record.sh dynamo|switchyard OUT.jsonl
+#   ONLY=t-hermes,r-qwen3,c-harmony+gpt_oss   only these settings (default: every one)
+#   ECHO_MODEL=gptoss                         the echo workers' model files (default: qwen3)
 #   dynamo:     python -m dynamo.frontend 1.6.1 (what tests/data/parsers/observed-1.6.1.jsonl holds)
 #   switchyard: $SWITCHYARD_BIN (default: a release build)
 # Needs root (a loopback-only network namespace) and the Dynamo venv (scripts/install-dynamo.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "${1:-}" != --inside ]; then
+  [ -z "${ECHO_MODEL:-}" ] || bash scripts/fetch-models.sh "$ECHO_MODEL" >/dev/null
   FRONTEND=${1:?dynamo or switchyard}
   OUT=$(realpath -m "${2:?output file}")
   export FRONTEND OUT
@@ -31,6 +34,12 @@ SETTINGS=()
 for t in "${TOOLS[@]}"; do SETTINGS+=("t-$t|--tool-call-parser $t"); done
 for r in "${REASONING[@]}"; do SETTINGS+=("r-$r|--reasoning-parser $r"); done
 for c in "${COMBOS[@]}"; do SETTINGS+=("c-$c|--tool-call-parser ${c%+*} --reasoning-parser ${c#*+}"); done
+if [ -n "${ONLY:-}" ]; then
+  kept=()
+  for s in "${SETTINGS[@]}"; do [[ ",$ONLY," == *",${s%%|*},"* ]] && kept+=("$s"); done
+  SETTINGS=("${kept[@]}")
+fi
+[ -n "${ECHO_MODEL:-}" ] && MODEL_DIR=$(dirname "$MODEL_DIR")/$ECHO_MODEL
 BATCH=${BATCH:-12}
 : >"$OUT"
 

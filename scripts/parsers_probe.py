@@ -128,31 +128,30 @@ def streamed(conn, path, body, field):
     if r.status != 200:
         return {"status": r.status, "error": r.read().decode(errors="replace")[:500]}
     lines = r.read().decode().split("\n")
-    if True:
-        for line in lines:
-            if not line.startswith("data:"):
-                continue
-            data = line[5:].strip()
-            if data == "[DONE]":
-                break
-            ev = json.loads(data)
-            if "choices" not in ev:
-                return {"status": 200, "error": ev}
-            for choice in ev["choices"]:
-                chunks += 1
-                d = choice.get("delta") or {}
-                if d.get("content") is not None:
-                    content = (content or "") + d["content"]
-                if d.get(field) is not None:
-                    reasoning = (reasoning or "") + d[field]
-                for c in d.get("tool_calls") or []:
-                    slot = calls.setdefault(c.get("index", 0), {"name": "", "arguments": "", "type": None})
-                    f = c.get("function") or {}
-                    slot["name"] += f.get("name") or ""
-                    slot["arguments"] += f.get("arguments") or ""
-                    slot["type"] = slot["type"] or c.get("type")
-                if choice.get("finish_reason"):
-                    finish = choice["finish_reason"]
+    for line in lines:
+        if not line.startswith("data:"):
+            continue
+        data = line[5:].strip()
+        if data == "[DONE]":
+            break
+        ev = json.loads(data)
+        if "choices" not in ev:
+            return {"status": 200, "error": ev}
+        for choice in ev["choices"]:
+            chunks += 1
+            d = choice.get("delta") or {}
+            if d.get("content") is not None:
+                content = (content or "") + d["content"]
+            if d.get(field) is not None:
+                reasoning = (reasoning or "") + d[field]
+            for c in d.get("tool_calls") or []:
+                slot = calls.setdefault(c.get("index", 0), {"name": "", "arguments": "", "type": None})
+                f = c.get("function") or {}
+                slot["name"] += f.get("name") or ""
+                slot["arguments"] += f.get("arguments") or ""
+                slot["type"] = slot["type"] or c.get("type")
+            if choice.get("finish_reason"):
+                finish = choice["finish_reason"]
     tool_calls = [dict(c, arguments=args_value(c["arguments"])) for _, c in sorted(calls.items())]
     return {"status": 200, "content": content, "reasoning": reasoning, "tool_calls": tool_calls,
             "finish_reason": finish, "chunks": chunks}

@@ -135,7 +135,7 @@ fn response_id(api: Api, gen: &Generation) -> String {
 
 /// The logprobs of `tokens` in `api`'s shape; `None` when there are none.
 #[inline]
-fn render_logprobs(api: Api, tokens: &[TokenLogprob]) -> Option<Vec<u8>> {
+pub(super) fn render_logprobs(api: Api, tokens: &[TokenLogprob]) -> Option<Vec<u8>> {
     if tokens.is_empty() {
         return None;
     }
@@ -311,10 +311,7 @@ pub async fn stream(shape: Shape, mut gen: Generation, tx: local::Sender<Bytes>,
                 if let Some((format, field)) = shape.reasoning {
                     parsed.delta(&mut out, meta_of(choice), format, field, first, d);
                 }
-                if out.len() > at {
-                    running_usage(&mut out, &shape, &gen);
-                    append_nvext(&mut out, shape.nvext(&gen, choice, false));
-                }
+                piece_extras(&mut out, at, &shape, &gen, choice);
                 false
             }
             Some(Event::Delta(d)) => {
@@ -344,10 +341,7 @@ pub async fn stream(shape: Shape, mut gen: Generation, tx: local::Sender<Bytes>,
                 if let Some((_, field)) = shape.reasoning {
                     let at = out.len();
                     parsed.flush(&mut out, meta_of(choice), field, choice);
-                    if out.len() > at {
-                        running_usage(&mut out, &shape, &gen);
-                        append_nvext(&mut out, shape.nvext(&gen, choice, false));
-                    }
+                    piece_extras(&mut out, at, &shape, &gen, choice);
                 }
                 let first = first_chunk(&mut started, choice);
                 let lp = render_logprobs(shape.api, &logprobs);
@@ -401,6 +395,15 @@ pub async fn stream(shape: Shape, mut gen: Generation, tx: local::Sender<Bytes>,
                 return;
             }
         }
+    }
+}
+
+/// The running usage and `nvext` of a parsed chunk, when one was written into `out` after `at`
+/// (a held-back delta writes none).
+fn piece_extras(out: &mut Vec<u8>, at: usize, shape: &Shape, gen: &Generation, choice: u32) {
+    if out.len() > at {
+        running_usage(out, shape, gen);
+        append_nvext(out, shape.nvext(gen, choice, false));
     }
 }
 

@@ -6,7 +6,7 @@
 
 use smallvec::SmallVec;
 
-use super::logprobs as lp;
+use super::answer::{render_logprobs, Api};
 use super::response::{self as body, Meta};
 use crate::infer::{Delta, TokenLogprob};
 use crate::parsers::reasoning::{Format, Split};
@@ -25,15 +25,16 @@ struct Choice {
     pending: Vec<TokenLogprob>,
 }
 
-impl Parsed {
-    fn choice(&mut self, index: u32, format: Format) -> &mut Choice {
-        let i = index as usize;
-        while self.choices.len() <= i {
-            self.choices.push(Choice { split: Split::new(format), pending: Vec::new() });
-        }
-        &mut self.choices[i]
+/// Choice `index` of `choices`, made (with a split of `format`) when it is new.
+fn choice(choices: &mut SmallVec<[Choice; 1]>, index: u32, format: Format) -> &mut Choice {
+    let i = index as usize;
+    while choices.len() <= i {
+        choices.push(Choice { split: Split::new(format), pending: Vec::new() });
     }
+    &mut choices[i]
+}
 
+impl Parsed {
     /// Write the chunks of delta `d` into `out` (a role-only chunk first when `first`).
     pub(super) fn delta(
         &mut self,
@@ -47,17 +48,15 @@ impl Parsed {
         if first {
             body::chat_chunk_at(out, meta, d.choice, None, true, None, None);
         }
-        let (mut reasoning, mut content) = (std::mem::take(&mut self.reasoning), std::mem::take(&mut self.content));
+        let Parsed { choices, reasoning, content } = self;
         reasoning.clear();
         content.clear();
-        let c = self.choice(d.choice, format);
-        c.split.push(&d.text, &mut reasoning, &mut content);
+        let c = choice(choices, d.choice, format);
+        c.split.push(&d.text, reasoning, content);
         c.pending.extend(d.logprobs);
         if !reasoning.is_empty() || !content.is_empty() {
-            write(out, meta, d.choice, &content, field, &reasoning, &mut c.pending);
+            write(out, meta, d.choice, content, field, reasoning, &mut c.pending);
         }
-        self.reasoning = reasoning;
-        self.content = content;
     }
 
     /// The end of choice `index`: what its split held back, as one more chunk.
@@ -80,11 +79,7 @@ fn write(
     reasoning: &str,
     pending: &mut Vec<TokenLogprob>,
 ) {
-    let logprobs = (!pending.is_empty()).then(|| {
-        let mut l = Vec::with_capacity(128 * pending.len());
-        lp::chat(&mut l, pending);
-        pending.clear();
-        l
-    });
+    let logprobs = render_logprobs(Api::Chat, pending);
+    pending.clear();
     body::chat_pieces_chunk_at(out, meta, index, content, (field, reasoning), logprobs.as_deref());
 }

@@ -1,9 +1,114 @@
 //! Tool-call and reasoning parsers: a model's answer split into reasoning, content and tool
 //! calls, as 1.6.1 splits it for the parser names a worker registers in its card's
 //! `runtime_config` (docs/dynamo/parsers.md). Protocol-free: the OpenAI, Anthropic and
-//! Responses adapters drive the same parsers, on the shard thread of the request.
+//! Responses adapters drive the same [`Parse`], on the shard thread of the request.
 //!
 //! Parity with 1.6.1 is checked against its recorded answers
 //! (`tests/data/parsers/observed-1.6.1.jsonl`, `tests/parsers_observed.rs`).
+//!
+//! A [`Parse`] is fed a choice's text piece by piece (the worker's deltas) and is
+//! split-invariant: however the text is cut, the reasoning, content and calls that come out
+//! are the same, because a marker cut across pieces is held back until it is whole and a tool
+//! call is held back (jailed) until it is complete. Nothing is lost: text that does not parse
+//! as what its markers promised comes back as content.
 
 pub mod reasoning;
+pub mod tools;
+
+/// One tool call parsed out of a model's answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Call {
+    pub name: String,
+    /// The arguments as compact JSON object text (`{}` when the model gave none).
+    pub arguments: String,
+}
+
+/// What a piece of a choice's text came out as.
+#[derive(Debug, Default)]
+pub struct Out {
+    pub reasoning: String,
+    pub content: String,
+    /// Calls completed by this piece, in the order the model wrote them.
+    pub calls: Vec<Call>,
+}
+
+impl Out {
+    pub fn clear(&mut self) {
+        self.reasoning.clear();
+        self.content.clear();
+        self.calls.clear();
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.reasoning.is_empty() && self.content.is_empty() && self.calls.is_empty()
+    }
+}
+
+/// A model's parsers for one request: its reasoning format, and its tool-call format when the
+/// request offers tools (and `tool_choice` is not `none`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Parsers {
+    pub reasoning: Option<reasoning::Format>,
+    pub tools: Option<tools::Format>,
+}
+
+impl Parsers {
+    pub fn any(&self) -> bool {
+        self.reasoning.is_some() || self.tools.is_some()
+    }
+}
+
+/// One choice's parse: reasoning first, then tool calls out of what is content.
+#[derive(Debug)]
+pub struct Parse {
+    reasoning: Option<reasoning::Split>,
+    tools: Option<tools::Jail>,
+    /// Content out of the reasoning split, on its way into the tool jail.
+    scratch: String,
+}
+
+impl Parse {
+    pub fn new(p: Parsers) -> Parse {
+        Parse {
+            reasoning: p.reasoning.map(reasoning::Split::new),
+            tools: p.tools.map(tools::Jail::new),
+            scratch: String::new(),
+        }
+    }
+
+    /// Parse the next piece of text, appending to `out`.
+    pub fn push(&mut self, text: &str, out: &mut Out) {
+        match (&mut self.reasoning, &mut self.tools) {
+            (None, None) => out.content.push_str(text),
+            (Some(split), None) => split.push(text, &mut out.reasoning, &mut out.content),
+            (None, Some(jail)) => jail.push(text, out),
+            (Some(split), Some(jail)) => {
+                self.scratch.clear();
+                split.push(text, &mut out.reasoning, &mut self.scratch);
+                if !self.scratch.is_empty() {
+                    jail.push(&self.scratch, out);
+                }
+            }
+        }
+    }
+
+    /// The end of the choice's text: whatever was held back.
+    pub fn finish(&mut self, out: &mut Out) {
+        if let Some(split) = self.reasoning.as_mut() {
+            self.scratch.clear();
+            let content = if self.tools.is_some() { &mut self.scratch } else { &mut out.content };
+            split.finish(&mut out.reasoning, content);
+        }
+        if let Some(jail) = self.tools.as_mut() {
+            if !self.scratch.is_empty() {
+                jail.push(&self.scratch, out);
+            }
+            jail.finish(out);
+        }
+    }
+
+    /// Whether the text so far ends inside reasoning.
+    pub fn in_reasoning(&self) -> bool {
+        self.reasoning.as_ref().is_some_and(reasoning::Split::in_reasoning)
+    }
+}

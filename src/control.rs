@@ -141,6 +141,10 @@ impl Builder {
             (Some(_), Some(name)) if !name.is_empty() => Some(reasoning_format(&served.model, name)),
             _ => None,
         };
+        let tools = match (&tokens, card.runtime_config.tool_call_parser.as_deref()) {
+            (Some(_), Some(name)) if !name.is_empty() => tool_format(&served.model, name),
+            _ => None,
+        };
         Ok(Serving {
             name: served.model.clone(),
             tokens,
@@ -149,6 +153,7 @@ impl Builder {
             mdc_sum: Some(card.mdc_sum()),
             limits,
             reasoning,
+            tools,
         })
     }
 
@@ -403,6 +408,16 @@ fn reasoning_format(model: &str, name: &str) -> crate::parsers::reasoning::Forma
         crate::log::warn(&format!("model {model}: unknown reasoning parser {name:?}, using basic (<think> tags)"));
         format_of("basic").expect("basic is a reasoning parser")
     })
+}
+
+/// The tool-call format of parser `name` (a model's card); a name 1.6.1 does not know parses
+/// no calls, with a warning.
+fn tool_format(model: &str, name: &str) -> Option<crate::parsers::tools::Format> {
+    let format = crate::parsers::tools::format_of(&name.to_ascii_lowercase());
+    if format.is_none() {
+        crate::log::warn(&format!("model {model}: unknown tool call parser {name:?}, no tool calls are parsed"));
+    }
+    format
 }
 
 #[cfg(test)]

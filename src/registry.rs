@@ -112,6 +112,9 @@ pub struct Serving {
     /// The reasoning parser of the card's `runtime_config.reasoning_parser` (Tokens models:
     /// a Text model's worker parses its own answer).
     pub reasoning: Option<crate::parsers::reasoning::Format>,
+    /// The tool-call parser of the card's `runtime_config.tool_call_parser` (Tokens models);
+    /// used when a request offers tools.
+    pub tools: Option<crate::parsers::tools::Format>,
 }
 
 /// What the frontend can serve right now.

@@ -78,6 +78,53 @@ pub async fn serve(
     answer::whole(&shape, gen).await.map(Answer::Json)
 }
 
+/// A chat request on its way, for the adapters that answer in another API's shape
+/// (Anthropic Messages, OpenAI Responses): they make the chat request, run it here, and
+/// render the generation's events themselves through [`crate::parsers::Parse`].
+pub struct ChatRun {
+    pub gen: crate::infer::Generation,
+    /// The model's parsers for this request (tools only when the request offers them and
+    /// `tool_choice` is not `none`).
+    pub parsers: crate::parsers::Parsers,
+    pub stream: bool,
+}
+
+/// Run an already parsed and validated chat request; `body` is the JSON it stands for (what a
+/// Text model's worker is sent). A refusal is counted under `endpoint`.
+pub async fn run_chat(
+    ctx: &Rc<ShardCtx>,
+    r: Box<super::NvCreateChatCompletionRequest>,
+    body: &Bytes,
+    endpoint: Endpoint,
+) -> Result<ChatRun, Error> {
+    let offers = offers_tools(&r);
+    let model = r.model.clone();
+    let stream = r.stream == Some(true);
+    let (mut req, _extras) = match to_infer::chat(r, body) {
+        Ok(x) => x,
+        Err(e) => {
+            crate::infer::rejected(ctx, endpoint, Some(&model), stream, &e);
+            return Err(e);
+        }
+    };
+    let stream = req.stream;
+    let gen = crate::infer::run(ctx, &mut req).await?;
+    let parsers = parsers_of(gen.serving(), offers);
+    Ok(ChatRun { gen, parsers, stream })
+}
+
+/// Whether a chat request asks for tool calls to be parsed: it offers tools and `tool_choice`
+/// is not `none` (1.6.1 parses none otherwise).
+pub fn offers_tools(r: &super::NvCreateChatCompletionRequest) -> bool {
+    use super::chat_params::ChatCompletionToolChoiceOption as Choice;
+    r.tools.as_ref().is_some_and(|t| !t.is_empty()) && !matches!(r.tool_choice, Some(Choice::None))
+}
+
+/// The parsers of a chat answer from `serving`.
+pub fn parsers_of(serving: &crate::infer::Serving, offers_tools: bool) -> crate::parsers::Parsers {
+    crate::parsers::Parsers { reasoning: serving.reasoning, tools: serving.tools.filter(|_| offers_tools) }
+}
+
 /// A data-parallel rank (`nvext.dp_rank`, `prefill_dp_rank`) is a rank of a worker the
 /// request names; without one it means nothing, and 1.6.1 answers 400 `Invalid request`.
 fn ranks_name_a_worker(req: &crate::infer::InferRequest) -> Result<(), Error> {

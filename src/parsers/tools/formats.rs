@@ -40,10 +40,10 @@ fn done(calls: Option<Vec<Call>>, len: usize) -> Step {
     }
 }
 
-/// JSON object text, compact.
+/// JSON object text, as the model wrote it.
 fn object(json: &str) -> Option<String> {
     match serde_json::from_str::<Value>(json.trim()).ok()? {
-        v @ Value::Object(_) => Some(v.to_string()),
+        Value::Object(_) => Some(json.trim().to_string()),
         _ => None,
     }
 }

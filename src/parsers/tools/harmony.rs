@@ -102,7 +102,9 @@ pub fn push(st: &mut State, buf: &mut String, text: &str, out: &mut Out, eof: bo
                     None => break,
                 };
                 match serde_json::from_str::<Value>(args.trim()) {
-                    Ok(v @ Value::Object(_)) => out.calls.push(Call { name: name.clone(), arguments: v.to_string() }),
+                    Ok(Value::Object(_)) => {
+                        out.calls.push(Call { name: name.clone(), arguments: args.trim().to_string() })
+                    }
                     _ => out.content.push_str(args),
                 }
                 st.mode = Mode::Text;

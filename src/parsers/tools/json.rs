@@ -2,6 +2,9 @@
 //! nemotron_deci): `{"name": …, "arguments" | "parameters": {…}}` objects, or lists of them,
 //! inside the family's markers, or bare.
 
+use std::collections::HashMap;
+
+use serde_json::value::RawValue;
 use serde_json::Value;
 
 use super::scan::{is_name, json_end, prefix_of_any};
@@ -126,33 +129,44 @@ fn mistral_args(s: &str, at: usize, eof: bool) -> Option<Step> {
     let Some(n) = json_end(&json[lead..]) else {
         return Some(if eof { Step::Fail { len: s.len() } } else { Step::Need });
     };
-    let args: Value = serde_json::from_str(&json[lead..lead + n]).ok()?;
+    let args = &json[lead..lead + n];
+    serde_json::from_str::<Value>(args).ok()?.as_object()?;
     let len = at + sep + ARGS.len() + lead + n;
     Some(Step::Calls { len, calls: vec![Call { name: name.to_string(), arguments: args.to_string() }] })
 }
 
 /// The calls a JSON value makes: an object with a name (and, bare, its arguments), or a
-/// non-empty list of such objects.
+/// non-empty list of such objects. Arguments keep the model's own text.
 pub fn calls_of(json: &str, bare: bool) -> Option<Vec<Call>> {
-    match serde_json::from_str::<Value>(json).ok()? {
-        Value::Array(items) if !items.is_empty() => items.iter().map(|v| call_of(v, bare)).collect(),
-        v @ Value::Object(_) => Some(vec![call_of(&v, bare)?]),
-        _ => None,
+    type Fields<'a> = HashMap<String, &'a RawValue>;
+    if json.starts_with('[') {
+        let items: Vec<Fields<'_>> = serde_json::from_str(json).ok()?;
+        if items.is_empty() {
+            return None;
+        }
+        return items.iter().map(|f| call_of(f, bare)).collect();
     }
+    let fields: Fields<'_> = serde_json::from_str(json).ok()?;
+    Some(vec![call_of(&fields, bare)?])
 }
 
-fn call_of(v: &Value, bare: bool) -> Option<Call> {
-    let o = v.as_object()?;
-    let name = o.get("name")?.as_str().filter(|n| is_name(n))?;
-    let args = o.get("arguments").or_else(|| o.get("parameters"));
+fn call_of(o: &HashMap<String, &RawValue>, bare: bool) -> Option<Call> {
+    let name: String = serde_json::from_str(o.get("name")?.get()).ok()?;
+    if !is_name(&name) {
+        return None;
+    }
+    let args = o.get("arguments").or_else(|| o.get("parameters")).map(|a| a.get());
     let arguments = match args {
-        Some(a @ Value::Object(_)) => a.to_string(),
-        Some(Value::String(s)) => match serde_json::from_str::<Value>(s).ok()? {
-            a @ Value::Object(_) => a.to_string(),
-            _ => return None,
-        },
+        Some(a) if a.starts_with('{') => a.to_string(),
+        Some(a) if a.starts_with('"') => {
+            let text: String = serde_json::from_str(a).ok()?;
+            match serde_json::from_str::<Value>(&text).ok()? {
+                Value::Object(_) => text.trim().to_string(),
+                _ => return None,
+            }
+        }
         None if !bare => "{}".to_string(),
         _ => return None,
     };
-    Some(Call { name: name.to_string(), arguments })
+    Some(Call { name, arguments })
 }

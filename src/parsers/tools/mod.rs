@@ -13,6 +13,8 @@ mod formats;
 mod harmony;
 mod json;
 pub(crate) mod scan;
+
+pub(crate) use scan::string_end as scan_string_end;
 mod xml;
 
 use super::{Call, Out};

@@ -45,6 +45,20 @@ fn bracket_end(s: &str, python: bool) -> Option<usize> {
     None
 }
 
+/// The end (exclusive) of the JSON string that `s` starts with; `None` while it is open.
+pub fn string_end(s: &str) -> Option<usize> {
+    let mut escaped = false;
+    for (i, b) in s.bytes().enumerate().skip(1) {
+        match (escaped, b) {
+            (true, _) => escaped = false,
+            (false, b'\\') => escaped = true,
+            (false, b'"') => return Some(i + 1),
+            _ => {}
+        }
+    }
+    None
+}
+
 /// The longest tail of `text` that could begin any of `markers` (held back until the next
 /// piece shows whether it does).
 pub fn held_tail(text: &str, markers: &[&str]) -> usize {

@@ -1,6 +1,6 @@
 //! Parser parity with Dynamo 1.6.1: its recorded answers to the scripted corpus
 //! (`tests/data/parsers/observed-1.6.1.jsonl`, made by `scripts/parsers_record.sh dynamo`)
-//! against switchyard's parsers, for every reasoning parser name 1.6.1 accepts. The corpus
+//! against switchyard's parsers, for every reasoning and tool-call parser name 1.6.1 accepts. The corpus
 //! text split at every token is what a real engine produces; switchyard's split does not
 //! depend on how the text is cut, so one run over the whole text answers for every split.
 //! Where 1.6.1 loses the model's text (docs/dynamo/parsers.md §5), the whole text must come
@@ -22,11 +22,11 @@ fn corpus() -> Value {
 /// Reasoning parsers with which 1.6.1 loses every text.
 const LOSES_TEXT: &[&str] = &["inkling", "minimax_m3", "minimax-m3"];
 
-/// (name, corpus text) pairs whose format is not split yet: granite's "Here is my thought
-/// process:" / "Here is my response:" framing, and muse's channel framing (1.6.1 drops
-/// `<|message|>` and `<|start|>` from the Harmony-shaped text). Each must still differ from
-/// 1.6.1's answer, so a pair leaves this list when its format lands.
-const NOT_YET: &[(&str, &str)] = &[("granite", "granite"), ("muse", "harmony"), ("muse_glimmer", "harmony")];
+/// (name, corpus text) pairs where 1.6.1 drops some of the model's text without splitting
+/// it: granite's `Here's my response:` line, and the `<|message|>` and `<|start|>` markers of
+/// a Harmony-shaped text with muse. Here the whole text comes back as content; each must
+/// still differ from 1.6.1's answer, so a pair leaves this list when 1.6.1 agrees.
+const LOSES_MARKERS: &[(&str, &str)] = &[("granite", "granite"), ("muse", "harmony"), ("muse_glimmer", "harmony")];
 
 #[test]
 fn reasoning_parsers_split_as_1_6_1_does() {
@@ -44,8 +44,13 @@ fn reasoning_parsers_split_as_1_6_1_does() {
         let (mut reasoning, mut content) = (String::new(), String::new());
         split.push(text, &mut reasoning, &mut content);
         split.finish(&mut reasoning, &mut content);
-        let (want_r, want_c) = if LOSES_TEXT.contains(&name) {
-            assert!(rec["content"].is_null() && rec["reasoning"].is_null(), "1.6.1 now keeps {name}'s text: {rec}");
+        let loses_markers = LOSES_MARKERS.contains(&(name, rec["text"].as_str().unwrap()));
+        let (want_r, want_c) = if LOSES_TEXT.contains(&name) || loses_markers {
+            if loses_markers {
+                assert_ne!(rec["content"].as_str(), Some(text), "1.6.1 now keeps {name}'s {}: {rec}", rec["text"]);
+            } else {
+                assert!(rec["content"].is_null() && rec["reasoning"].is_null(), "1.6.1 now keeps {name}'s text: {rec}");
+            }
             (String::new(), text.to_string())
         } else {
             (
@@ -55,10 +60,6 @@ fn reasoning_parsers_split_as_1_6_1_does() {
         };
         let got = (reasoning.as_str(), content.as_str());
         let want = (want_r.as_str(), want_c.as_str());
-        if NOT_YET.contains(&(name, rec["text"].as_str().unwrap())) {
-            assert_ne!(got, want, "{name} now splits {}: take it off NOT_YET", rec["text"]);
-            continue;
-        }
         assert_eq!(got, want, "{name}, {}: {text:?}", rec["text"]);
         *checked.entry(name.to_string()).or_default() += 1;
     }

@@ -33,6 +33,8 @@ const IMPLEMENTED: &[&str] = &[
     "embedded_model_path",
     "embedded_fast",
     "exclude_tools_when_tool_choice_none",
+    "enable_anthropic_api",
+    "strip_anthropic_preamble",
     "reasoning_field_name",
     // The kv router's cost (docs/dynamo/kv-routing.md §7.2, §7.4).
     "overlap_score_credit",

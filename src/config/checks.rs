@@ -36,6 +36,8 @@ const IMPLEMENTED: &[&str] = &[
     "enable_anthropic_api",
     "strip_anthropic_preamble",
     "reasoning_field_name",
+    "enable_streaming_tool_dispatch",
+    "enable_streaming_reasoning_dispatch",
     // The kv router's cost (docs/dynamo/kv-routing.md §7.2, §7.4).
     "overlap_score_credit",
     "overlap_score_credit_decay",

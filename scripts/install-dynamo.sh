@@ -17,6 +17,8 @@
 #    `python -m dynamo.mocker --help` work with exactly the pins below.
 #  * The OpenAI Python SDK (openai 3.54.0, + jiter, sniffio; its other dependencies are
 #    already among the pins) drives the interop test (scripts/interop_client.py).
+#  * The Anthropic Python SDK (anthropic 2.14.0, + docstring_parser, opentelemetry-api) drives
+#    scripts/interop_anthropic.sh.
 set -euo pipefail
 VENV=${VENV:-${HOME:-/root}/.cache/switchyard-dynamo-venv}
 PY=${PYTHON:-python3}
@@ -47,6 +49,7 @@ PIP="$VENV/bin/pip"
 
 # The client the interop test speaks through.
 "$PIP" install openai==3.54.0 jiter==0.19.0 sniffio==1.3.1
+"$PIP" install anthropic==2.14.0 docstring_parser==0.18.0 opentelemetry-api==1.45.2
 
 # nc, for raw-HTTP checks in scripts.
 if ! command -v nc >/dev/null 2>&1; then
@@ -56,4 +59,5 @@ fi
 "$VENV/bin/python" -m dynamo.frontend --help >/dev/null
 "$VENV/bin/python" -m dynamo.mocker --help >/dev/null
 "$VENV/bin/python" -c 'import openai; assert openai.__version__ == "3.54.0", openai.__version__'
-echo "dynamo 1.6.1 + openai 3.54.0 OK in $VENV"
+"$VENV/bin/python" -c 'import anthropic; assert anthropic.__version__ == "2.14.0", anthropic.__version__'
+echo "dynamo 1.6.1 + openai 3.54.0 + anthropic 2.14.0 OK in $VENV"

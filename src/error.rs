@@ -4,9 +4,10 @@
 //! [`Side`] that caused it (the client, a worker, or switchyard itself), whether a retry is
 //! allowed, a message meant for the client and an optional cause meant for the log.
 //!
-//! The mapping from a kind to an HTTP status and to the two error-body dialects lives in
-//! exactly one place, [`Kind::status`] / [`Kind::dynamo_type`] / [`Kind::openai_type`], and the
-//! body is rendered by [`Error::to_json_body`]. The gRPC status code of a kind is
+//! The mapping from a kind to an HTTP status and to the error-body dialects lives in
+//! exactly one place, [`Kind::status`] / [`Kind::dynamo_type`] / [`Kind::openai_type`] /
+//! [`Kind::anthropic_type`], and the body is rendered by [`Error::to_json_body`] (Anthropic's
+//! by [`Error::to_anthropic_body`]). The gRPC status code of a kind is
 //! [`Kind::grpc_code`], the only place that maps kinds to gRPC. Normal outcomes ("need more bytes", "no model
 //! yet") are not errors: callers match on their own enums for those.
 //!
@@ -196,6 +197,29 @@ impl Kind {
         }
     }
 
+    /// The `error.type` of Anthropic's error shape
+    /// (`{"type":"error","error":{"type":…,"message":…}}`).
+    pub const fn anthropic_type(self) -> &'static str {
+        match self {
+            Kind::NotFound => "not_found_error",
+            Kind::Unauthorized => "authentication_error",
+            Kind::Forbidden => "permission_error",
+            Kind::TooManyRequests => "rate_limit_error",
+            Kind::PayloadTooLarge => "request_too_large",
+            Kind::RequestTimeout | Kind::GatewayTimeout => "timeout_error",
+            Kind::ServiceUnavailable | Kind::Overloaded => "overloaded_error",
+            Kind::Internal | Kind::BadGateway | Kind::ClientClosed => "api_error",
+            Kind::BadRequest
+            | Kind::MethodNotAllowed
+            | Kind::UnsupportedMediaType
+            | Kind::ExpectationFailed
+            | Kind::HeadersTooLarge
+            | Kind::NotImplemented
+            | Kind::VersionNotSupported
+            | Kind::Conflict => "invalid_request_error",
+        }
+    }
+
     /// Who is at fault for this kind, unless the constructor says otherwise.
     pub const fn default_side(self) -> Side {
         match self {
@@ -299,6 +323,17 @@ impl Error {
                 "param": null,
                 "code": code,
             }
+        });
+        serde_json::to_vec(&body).unwrap_or_else(|_| b"{}".to_vec())
+    }
+}
+
+impl Error {
+    /// The error in Anthropic's shape: `{"type":"error","error":{"type":…,"message":…}}`.
+    pub fn to_anthropic_body(&self) -> Vec<u8> {
+        let body = serde_json::json!({
+            "type": "error",
+            "error": {"type": self.kind.anthropic_type(), "message": self.message},
         });
         serde_json::to_vec(&body).unwrap_or_else(|_| b"{}".to_vec())
     }

@@ -31,6 +31,7 @@
 //! messages (metrics snapshots for a scrape, Registry snapshots, shutdown) and the kv
 //! rings. Nothing on the request path takes a lock.
 
+pub mod anthropic;
 pub mod bench;
 pub mod config;
 pub mod control;

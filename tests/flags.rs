@@ -208,7 +208,7 @@ fn startup_validations_exit_non_zero_with_messages() {
     let (code, err) = run(&["--bogus-flag"]);
     assert_eq!(code, Some(1));
     assert!(err.contains("Unknown arguments specified"), "{err}");
-    let (code, err) = run(&["--enable-anthropic-api"]);
+    let (code, err) = run(&["--router-host-cache-hit-weight", "0.5"]);
     assert_eq!(code, Some(1));
-    assert!(err.contains("--enable-anthropic-api"), "an unbuilt option is named: {err}");
+    assert!(err.contains("--router-host-cache-hit-weight"), "an unbuilt option is named: {err}");
 }

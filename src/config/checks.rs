@@ -33,6 +33,8 @@ const IMPLEMENTED: &[&str] = &[
     "embedded_model_path",
     "embedded_fast",
     "exclude_tools_when_tool_choice_none",
+    "enable_anthropic_api",
+    "strip_anthropic_preamble",
     "reasoning_field_name",
     "enable_streaming_tool_dispatch",
     "enable_streaming_reasoning_dispatch",

@@ -38,6 +38,9 @@ pub struct RoutePaths {
     pub models: String,
     pub chat: String,
     pub completions: String,
+    /// `--enable-anthropic-api`: the Anthropic Messages route (`DYN_HTTP_SVC_ANTHROPIC_PATH`,
+    /// default `/v1/messages`; count tokens is always `<path>/count_tokens`).
+    pub anthropic: Option<String>,
 }
 
 /// Route-path variables switchyard honours: (variable, default path).
@@ -55,7 +58,6 @@ pub const SERVED_PATH_VARS: &[(&str, &str)] = &[
 pub const UNBUILT_ENV_VARS: &[&str] = &[
     "DYN_HTTP_SVC_EMB_PATH",
     "DYN_HTTP_SVC_RESPONSES_PATH",
-    "DYN_HTTP_SVC_ANTHROPIC_PATH",
     "DYN_HTTP_SVC_FILES_PATH",
     "DYN_HTTP_SVC_BATCHES_PATH",
     "DYN_HTTP_SVC_POOLING_PATH",
@@ -165,6 +167,9 @@ pub struct Config {
     pub paths: RoutePaths,
     /// `--exclude-tools-when-tool-choice-none`.
     pub exclude_tools_when_tool_choice_none: bool,
+    /// `--strip-anthropic-preamble`: drop Claude Code's `x-anthropic-billing-header:` line
+    /// from the start of an Anthropic request's system prompt.
+    pub strip_anthropic_preamble: bool,
     /// `--reasoning-field-name`: the member that carries parsed reasoning in chat answers
     /// (`reasoning_content` or `reasoning`).
     pub reasoning_field: &'static str,
@@ -354,6 +359,10 @@ fn typed(parsed: Parsed, env: &dyn Fn(&str) -> Option<String>) -> Result<Config,
         models: path(SERVED_PATH_VARS[3].0, SERVED_PATH_VARS[3].1)?,
         chat: path(SERVED_PATH_VARS[4].0, SERVED_PATH_VARS[4].1)?,
         completions: path(SERVED_PATH_VARS[5].0, SERVED_PATH_VARS[5].1)?,
+        anthropic: match boolean(p, "enable_anthropic_api") {
+            true => Some(path("DYN_HTTP_SVC_ANTHROPIC_PATH", "/v1/messages")?),
+            false => None,
+        },
     };
     let metrics_port = int(p, "grpc_metrics_port").unwrap_or(8788);
     let grpc_metrics_port = u16::try_from(metrics_port)
@@ -396,6 +405,7 @@ fn typed(parsed: Parsed, env: &dyn Fn(&str) -> Option<String>) -> Result<Config,
         listen_backlog: backlog,
         paths,
         exclude_tools_when_tool_choice_none: boolean(p, "exclude_tools_when_tool_choice_none"),
+        strip_anthropic_preamble: boolean(p, "strip_anthropic_preamble"),
         reasoning_field: match text(p, "reasoning_field_name") {
             Some("reasoning") => "reasoning",
             _ => "reasoning_content",
@@ -584,6 +594,13 @@ mod tests {
         );
         // Defaults given explicitly are fine.
         run(&["--router-mode", "round-robin", "--discovery-backend", "etcd"], &[]).unwrap();
+        // The Anthropic routes: off by default; the path variable moves them.
+        assert_eq!(run(&[], &[]).unwrap().paths.anthropic, None);
+        assert_eq!(run(&["--enable-anthropic-api"], &[]).unwrap().paths.anthropic.as_deref(), Some("/v1/messages"));
+        let c =
+            run(&[], &[("DYN_ENABLE_ANTHROPIC_API", "1"), ("DYN_HTTP_SVC_ANTHROPIC_PATH", "/a/v1/messages")]).unwrap();
+        assert_eq!(c.paths.anthropic.as_deref(), Some("/a/v1/messages"));
+        assert!(c.strip_anthropic_preamble);
     }
 
     #[test]

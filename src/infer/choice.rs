@@ -113,7 +113,11 @@ impl TokenState {
         let Some(reason) = finish else {
             return delta.map_or(Step::Nothing, Step::One);
         };
-        let end = Event::Finish { choice, reason, logprobs: self.take_logprobs(), usage: self.usage() };
+        let stop = match self.post.finish_reason() {
+            Some(FinishReason::StopString(i)) => u32::try_from(i).ok(),
+            _ => None,
+        };
+        let end = Event::Finish { choice, reason, logprobs: self.take_logprobs(), usage: self.usage(), stop };
         match delta {
             Some(d) => Step::Two(d, end),
             None => Step::One(end),
@@ -348,6 +352,14 @@ impl Choice {
     /// The worker request id, taken (the generation keeps it; the choice does not need it).
     pub(super) fn take_request_id(&mut self) -> String {
         std::mem::take(&mut self.started.request_id)
+    }
+
+    /// The prompt tokens sent (a Tokens choice; 0 otherwise).
+    pub(super) fn prompt_sent(&self) -> u32 {
+        match &self.mode {
+            Mode::Tokens(t) => t.prompt_tokens,
+            _ => 0,
+        }
     }
 
     /// The instance id of the worker answering.

@@ -58,6 +58,8 @@ pub struct Generation {
     /// Token ids received so far (all choices) and the prompt's count as last reported.
     generated: u32,
     prompt_tokens: u32,
+    /// The first choice's prompt tokens as sent.
+    prompt_sent: u32,
     /// The worker answering each choice, by choice index.
     workers: SmallVec<[u64; 1]>,
     /// When the request was taken (and as Unix milliseconds), its worker requests sent, its
@@ -117,6 +119,12 @@ impl Generation {
     /// The usage so far: the prompt's tokens and the token ids received until now.
     pub fn usage_so_far(&self) -> Usage {
         Usage { prompt_tokens: self.prompt_tokens, completion_tokens: self.generated, cached_tokens: None }
+    }
+
+    /// The prompt tokens the frontend sent the first choice's worker (its templated and
+    /// tokenized prompt); 0 for a model whose workers take text.
+    pub fn prompt_sent(&self) -> u32 {
+        self.prompt_sent
     }
 
     /// The instance id of the worker answering choice `choice`.
@@ -205,14 +213,14 @@ impl Generation {
         match event {
             // Text and tensor choices end with their worker's stream.
             None => Some(self.done()),
-            Some(Event::Finish { choice, reason, logprobs, usage }) => {
+            Some(Event::Finish { choice, reason, logprobs, usage, stop }) => {
                 self.count(choice, &usage);
                 self.open = self.open.saturating_sub(1);
                 if self.open == 0 {
                     let done = self.done();
                     self.queue.push_back(done);
                 }
-                Some(Event::Finish { choice, reason, logprobs, usage })
+                Some(Event::Finish { choice, reason, logprobs, usage, stop })
             }
             Some(Event::Error(e)) => {
                 self.ended = true;
@@ -304,6 +312,7 @@ impl Generation {
     ) -> Generation {
         let mut choices = choices;
         let request_id = choices.first_mut().map(Choice::take_request_id).unwrap_or_default();
+        let prompt_sent = choices.first().map_or(0, Choice::prompt_sent);
         let mut workers: SmallVec<[u64; 1]> = smallvec::smallvec![0; choices.len()];
         for c in &choices {
             if let Some(w) = workers.get_mut(c.index as usize) {
@@ -347,6 +356,7 @@ impl Generation {
             ended: false,
             generated: 0,
             prompt_tokens: 0,
+            prompt_sent,
             workers,
             received: times.received,
             received_ms: times.received_ms,

@@ -24,6 +24,7 @@
 //! metrics; no adapter and no wire protocol of a client.
 
 pub mod choice;
+pub mod count;
 pub mod dispatch;
 pub mod generation;
 pub mod logprobs;
@@ -103,8 +104,9 @@ pub enum Event {
     /// New text of a choice (never empty).
     Delta(Delta),
     /// A choice ended. `logprobs`: those of tokens that produced no text (held back, a hidden
-    /// stop token); `usage`: the choice's own counts.
-    Finish { choice: u32, reason: Finish, logprobs: Vec<TokenLogprob>, usage: Usage },
+    /// stop token); `usage`: the choice's own counts; `stop`: the index (in the request's stop
+    /// strings) of the stop string that ended it, when one did.
+    Finish { choice: u32, reason: Finish, logprobs: Vec<TokenLogprob>, usage: Usage, stop: Option<u32> },
     /// An OpenAI chunk object sent by a `model_input = Text` worker, for the adapter to relay.
     Chunk(serde_json::Value),
     /// A response of a `model_input = Tensor` worker.

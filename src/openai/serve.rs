@@ -111,10 +111,22 @@ pub async fn run_chat(
             return Err(e);
         }
     };
+    req.endpoint = endpoint;
     let stream = req.stream;
     let gen = crate::infer::run(ctx, &mut req).await?;
     let parsers = parsers_of(gen.serving(), offers);
     Ok(ChatRun { gen, parsers, stream })
+}
+
+/// The token count of an already parsed and validated chat request's templated prompt,
+/// counted without a worker; `None` for a model whose workers take text.
+pub async fn count_chat(
+    ctx: &Rc<ShardCtx>,
+    r: Box<super::NvCreateChatCompletionRequest>,
+    body: &Bytes,
+) -> Result<Option<u32>, Error> {
+    let (req, _extras) = to_infer::chat(r, body)?;
+    crate::infer::count::prompt_tokens(ctx, &req).await
 }
 
 /// What a chat request asks of tool calls.

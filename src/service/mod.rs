@@ -6,7 +6,9 @@
 //! 2. checks the method → 405 with `Allow` listing what the route takes (HEAD follows GET);
 //! 3. on JSON routes checks `Content-Type` → 415 unless it is `application/json` (or `+json`);
 //! 4. runs the route's handler ([`ops`] for health, live, models, metrics and the OpenAPI
-//!    document; [`inference`] for the OpenAI routes, whose failures the driver counts);
+//!    document; [`inference`] for the OpenAI routes, whose failures the driver counts;
+//!    [`anthropic`] for the Anthropic Messages routes, which answer errors in Anthropic's
+//!    shape);
 //! 5. records the status in the shard's metrics, and any other error in `failures_total`.
 //!
 //! Over HTTP/2 the same service answers every stream ([`h2`]); gRPC calls go to
@@ -15,6 +17,7 @@
 //! Everything here runs on one shard thread and owns no locks. What crosses threads is the
 //! scrape of other shards' metrics (through their inboxes) and the `Arc<Registry>` snapshot.
 
+pub mod anthropic;
 mod busy;
 mod h2;
 pub mod inference;
@@ -54,6 +57,14 @@ impl Frontend {
                 format!("Route not found: {} {}", method_name(req), String::from_utf8_lossy(path)),
             ));
         };
+        if route.id == RouteId::AnthropicUnknown {
+            let e = Error::new(
+                Kind::NotFound,
+                format!("Route not found: {} {}", method_name(req), String::from_utf8_lossy(path)),
+            );
+            tracker::count_failure(&self.ctx.metrics, e.kind());
+            return Ok(anthropic::error(&e));
+        }
         let method = req.head.method;
         let allowed =
             route.methods.contains(&method) || (method == Method::Head && route.methods.contains(&Method::Get));
@@ -71,7 +82,12 @@ impl Frontend {
             return Ok(Response::error(&e).with_header("allow", allow));
         }
         if route.json_body && req.head.method == Method::Post && !is_json(req.content_type()) {
-            return Err(Error::new(Kind::UnsupportedMediaType, "Expected request with Content-Type application/json"));
+            let e = Error::new(Kind::UnsupportedMediaType, "Expected request with Content-Type application/json");
+            if matches!(route.id, RouteId::AnthropicMessages | RouteId::AnthropicCountTokens) {
+                tracker::count_failure(&self.ctx.metrics, e.kind());
+                return Ok(anthropic::error(&e));
+            }
+            return Err(e);
         }
         if req.arrived_draining {
             if let Some(resp) = ops::draining(route.id) {
@@ -87,6 +103,9 @@ impl Frontend {
             RouteId::OpenApi => Ok(ops::openapi(&self.routes)),
             RouteId::ChatCompletions | RouteId::Completions => Ok(inference::handle(&self.ctx, route.id, req).await),
             RouteId::BusyThreshold => Ok(busy::handle(&self.ctx, req)),
+            RouteId::AnthropicMessages | RouteId::AnthropicCountTokens | RouteId::AnthropicUnknown => {
+                Ok(anthropic::handle(&self.ctx, route.id, req).await)
+            }
         }
     }
 }

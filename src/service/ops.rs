@@ -34,6 +34,10 @@ pub fn draining(route: RouteId) -> Option<Response> {
         RouteId::Models | RouteId::Model | RouteId::ChatCompletions | RouteId::Completions => {
             Some(Response::error(&Error::new(Kind::ServiceUnavailable, "Service is not ready")))
         }
+        RouteId::AnthropicMessages | RouteId::AnthropicCountTokens | RouteId::AnthropicUnknown => {
+            let e = Error::new(Kind::ServiceUnavailable, "Service is not ready");
+            Some(Response::json(503, e.to_anthropic_body()))
+        }
         RouteId::Metrics | RouteId::OpenApi | RouteId::BusyThreshold => None,
     }
 }
@@ -117,7 +121,7 @@ pub async fn metrics(ctx: &ShardCtx) -> Response {
 /// An OpenAPI 3.1 document of the routes this frontend serves.
 pub fn openapi(routes: &Routes) -> Response {
     let mut paths = serde_json::Map::new();
-    for r in routes.iter() {
+    for r in routes.iter().filter(|r| r.id != RouteId::AnthropicUnknown) {
         let path = if r.id == RouteId::Model { format!("{}{{model}}", r.path) } else { r.path.clone() };
         let mut ops = serde_json::Map::new();
         for m in r.methods {

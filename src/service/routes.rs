@@ -20,6 +20,12 @@ pub enum RouteId {
     Completions,
     /// `GET` / `POST /busy_threshold`.
     BusyThreshold,
+    /// `POST /v1/messages` (`--enable-anthropic-api`).
+    AnthropicMessages,
+    /// `POST /v1/messages/count_tokens`.
+    AnthropicCountTokens,
+    /// Any other path below `/v1/messages/`: a 404 in Anthropic's shape, as 1.6.1.
+    AnthropicUnknown,
 }
 
 /// One route.
@@ -64,7 +70,7 @@ impl Routes {
             summary,
         };
         let model_prefix = format!("{}/", paths.models.trim_end_matches('/'));
-        Routes {
+        let mut routes = Routes {
             routes: vec![
                 r(RouteId::Health, &paths.health, GET, false, "Health: status, endpoints and worker instances"),
                 r(RouteId::Live, &paths.live, GET, false, "Liveness of the frontend process"),
@@ -82,13 +88,29 @@ impl Routes {
                     "The busy thresholds of every model (GET), or set one's (POST)",
                 ),
             ],
+        };
+        if let Some(messages) = &paths.anthropic {
+            let messages = messages.trim_end_matches('/');
+            routes.routes.extend([
+                r(RouteId::AnthropicMessages, messages, POST, true, "Anthropic Messages"),
+                r(
+                    RouteId::AnthropicCountTokens,
+                    &format!("{messages}/count_tokens"),
+                    POST,
+                    true,
+                    "Anthropic Messages: count a request's input tokens",
+                ),
+                r(RouteId::AnthropicUnknown, &format!("{messages}/"), POST, false, "Unknown Anthropic route"),
+            ]);
         }
+        routes
     }
 
     /// The route for `path` (exact match; `/v1/models/{id}` by prefix).
     pub fn find(&self, path: &[u8]) -> Option<&Route> {
         self.routes.iter().find(|r| match r.id {
             RouteId::Model => path.len() > r.path.len() && path.starts_with(r.path.as_bytes()),
+            RouteId::AnthropicUnknown => path.starts_with(r.path.as_bytes()),
             _ => path == r.path.as_bytes(),
         })
     }

@@ -42,7 +42,17 @@ ask() { # name stream extra-json script
   echo >>"$OUT/$1.txt"
 }
 
+# A client's assistant turn whose tool call arguments are not JSON, and a tool turn after it.
+ask_history() { # name arguments-json-string
+  local body="{\"model\":\"echo\",\"max_tokens\":50,\"tools\":$TOOLS,\"messages\":[{\"role\":\"user\",\"content\":\"weather?\"},{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"call_1\",\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"arguments\":$2}}]},{\"role\":\"tool\",\"tool_call_id\":\"call_1\",\"content\":\"[[echo]]Sunny.[[/echo]]\"}]}"
+  curl -s "127.0.0.1:$PORT/v1/chat/completions" -H content-type:application/json -d "$body" >"$OUT/$1.txt"
+  echo >>"$OUT/$1.txt"
+}
+
 start_frontend
+ask_history history-good '"{\"location\": \"Paris\"}"'
+ask_history history-bad-json '"{\"location\": "'
+ask_history history-object '{"location": "Paris"}'
 ask whole false '' "$CALL"
 ask stream true '' "$CALL"
 ask required-whole false ',"tool_choice":"required"' '[{\"name\": \"get_weather\", \"parameters\": {\"location\": \"Paris\"}}]'

@@ -38,6 +38,8 @@ pub struct RoutePaths {
     pub models: String,
     pub chat: String,
     pub completions: String,
+    /// `/v1/responses`; its token count is `<responses>/input_tokens`.
+    pub responses: String,
 }
 
 /// Route-path variables switchyard honours: (variable, default path).
@@ -48,13 +50,13 @@ pub const SERVED_PATH_VARS: &[(&str, &str)] = &[
     ("DYN_HTTP_SVC_MODELS_PATH", "/v1/models"),
     ("DYN_HTTP_SVC_CHAT_PATH", "/v1/chat/completions"),
     ("DYN_HTTP_SVC_CMP_PATH", "/v1/completions"),
+    ("DYN_HTTP_SVC_RESPONSES_PATH", "/v1/responses"),
 ];
 
 /// Dynamo 1.6.1 variables whose behaviour switchyard does not have yet: setting one stops
 /// start-up instead of being silently ignored.
 pub const UNBUILT_ENV_VARS: &[&str] = &[
     "DYN_HTTP_SVC_EMB_PATH",
-    "DYN_HTTP_SVC_RESPONSES_PATH",
     "DYN_HTTP_SVC_ANTHROPIC_PATH",
     "DYN_HTTP_SVC_FILES_PATH",
     "DYN_HTTP_SVC_BATCHES_PATH",
@@ -350,6 +352,7 @@ fn typed(parsed: Parsed, env: &dyn Fn(&str) -> Option<String>) -> Result<Config,
         models: path(SERVED_PATH_VARS[3].0, SERVED_PATH_VARS[3].1)?,
         chat: path(SERVED_PATH_VARS[4].0, SERVED_PATH_VARS[4].1)?,
         completions: path(SERVED_PATH_VARS[5].0, SERVED_PATH_VARS[5].1)?,
+        responses: path(SERVED_PATH_VARS[6].0, SERVED_PATH_VARS[6].1)?,
     };
     let metrics_port = int(p, "grpc_metrics_port").unwrap_or(8788);
     let grpc_metrics_port = u16::try_from(metrics_port)

@@ -153,3 +153,34 @@ pub(super) async fn tokens(
     }
     Ok(Prepared { prompts, formatted, stop })
 }
+
+/// The number of tokens of a chat request's prompt as a worker would be sent it (the model's
+/// chat template, then its tokenizer), without calling a worker: the Responses API's
+/// `input_tokens`. The model must be served by a `Tokens` worker (404 / 503 otherwise, as
+/// [`super::resolve`] answers; 400 for a model the frontend does not tokenize for).
+pub async fn prompt_tokens(ctx: &Rc<ShardCtx>, req: &mut InferRequest) -> Result<u32, Error> {
+    let resolved = super::resolve::resolve(&ctx.registry(), &req.model)?;
+    let Some(tokens) = resolved.serving.tokens.as_ref() else {
+        return Err(Error::new(
+            Kind::BadRequest,
+            format!("Model '{}' is not tokenized by the frontend: its prompt cannot be counted", req.model),
+        ));
+    };
+    let Input::Chat(chat) = std::mem::replace(&mut req.input, Input::Prompts(SmallVec::new())) else {
+        return Err(Error::new(Kind::BadRequest, "only a conversation's prompt is counted"));
+    };
+    let files = &tokens.files;
+    let opts = PreprocessOptions {
+        exclude_tools_when_tool_choice_none: ctx.shared.config.exclude_tools_when_tool_choice_none,
+        ..PreprocessOptions::default()
+    };
+    let text = chat_prompt(&chat, files, opts, None)?;
+    let ids = match offload::encode_short(&tokens.tokenizers[ctx.id], &text, false) {
+        Some(ids) => ids,
+        None => match ctx.offload(files) {
+            Ok(helper) => helper.encode_with(text, false).await,
+            Err(e) => Err(e),
+        },
+    };
+    ids.map(|ids| ids.len() as u32).map_err(Error::internal)
+}

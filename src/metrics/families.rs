@@ -37,10 +37,12 @@ pub enum Endpoint {
     Completions = 1,
     /// KServe inference on a tensor model.
     Tensor = 2,
+    /// OpenAI Responses (`/v1/responses`).
+    Responses = 3,
 }
 
-const N_ENDPOINTS: usize = 3;
-const ENDPOINTS: [&str; N_ENDPOINTS] = ["chat_completions", "completions", "tensor"];
+const N_ENDPOINTS: usize = 4;
+const ENDPOINTS: [&str; N_ENDPOINTS] = ["chat_completions", "completions", "tensor", "responses"];
 const REQUEST_TYPES: [&str; 2] = ["unary", "stream"];
 
 /// How a request ended (`status` and `error_type` labels).

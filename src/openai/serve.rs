@@ -107,6 +107,7 @@ pub async fn run_chat(
             return Err(e);
         }
     };
+    req.endpoint = endpoint;
     let stream = req.stream;
     let gen = crate::infer::run(ctx, &mut req).await?;
     let parsers = parsers_of(gen.serving(), offers);

@@ -20,15 +20,18 @@ enter_loopback_namespace() {
   export DYN_TCP_RPC_HOST=127.0.0.1 DYN_TCP_RESPONSE_STREAM_HOST=127.0.0.1 DYN_EVENT_PLANE_HOST=127.0.0.1
 }
 
-# `qwen3_listed PORT`: wait (up to a minute) until the frontend on PORT lists the model qwen3.
-qwen3_listed() {
+# `model_listed PORT NAME`: wait (up to a minute) until the frontend on PORT lists model NAME.
+model_listed() {
   for _ in $(seq 1 600); do
-    curl -s "127.0.0.1:$1/v1/models" | grep -q '"qwen3"' && return 0
+    curl -s "127.0.0.1:$1/v1/models" | grep -q "\"$2\"" && return 0
     sleep 0.1
   done
-  echo "FAIL: no model on port $1" >&2
+  echo "FAIL: no model $2 on port $1" >&2
   return 1
 }
+
+# `qwen3_listed PORT`: model_listed PORT qwen3.
+qwen3_listed() { model_listed "$1" qwen3; }
 
 # `scratch_dir`: $WORK, a temporary directory holding the file store (DYN_FILE_KV), and
 # PIDS, processes to stop; on exit the processes are stopped and the directory removed.

@@ -34,6 +34,8 @@ const IMPLEMENTED: &[&str] = &[
     "embedded_fast",
     "exclude_tools_when_tool_choice_none",
     "reasoning_field_name",
+    "enable_streaming_tool_dispatch",
+    "enable_streaming_reasoning_dispatch",
     // The kv router's cost (docs/dynamo/kv-routing.md §7.2, §7.4).
     "overlap_score_credit",
     "overlap_score_credit_decay",

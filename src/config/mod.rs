@@ -170,6 +170,10 @@ pub struct Config {
     /// `--reasoning-field-name`: the member that carries parsed reasoning in chat answers
     /// (`reasoning_content` or `reasoning`).
     pub reasoning_field: &'static str,
+    /// `--enable-streaming-tool-dispatch`: `event: tool_call_dispatch` ahead of each call.
+    pub streaming_tool_dispatch: bool,
+    /// `--enable-streaming-reasoning-dispatch`: `event: reasoning_dispatch` once reasoning ends.
+    pub streaming_reasoning_dispatch: bool,
     /// The kv router's cost parameters (`--router-kv-overlap-score-credit` …).
     pub kv_cost: settings::CostParams,
     /// `--no-router-kv-events`: the kv router predicts the cache from its own decisions,
@@ -399,6 +403,8 @@ fn typed(parsed: Parsed, env: &dyn Fn(&str) -> Option<String>) -> Result<Config,
             Some("reasoning") => "reasoning",
             _ => "reasoning_content",
         },
+        streaming_tool_dispatch: boolean(p, "enable_streaming_tool_dispatch"),
+        streaming_reasoning_dispatch: boolean(p, "enable_streaming_reasoning_dispatch"),
         kv_cost: kv_cost(p)?,
         kv_approximate_ttl: if boolean(p, "use_kv_events") { None } else { Some(secs(p, "router_ttl_secs")?) },
         kv_cache_policy: match text(p, "router_approximate_cache_policy") {

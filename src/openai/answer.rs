@@ -23,10 +23,10 @@ use smallvec::SmallVec;
 
 use super::chunks::{ChatAggregate, ChatChunk, CompletionAggregate, CompletionChunk};
 use super::logprobs as lp;
+use super::parsed::{ChoiceParse, Parsed};
 use super::response::{self as body, Meta};
 use crate::error::Error;
 use crate::infer::{Event, Finish, Generation, TokenLogprob, Usage};
-use crate::parsers::reasoning::Split;
 use crate::shard::local;
 
 /// Which API the request came in on.
@@ -45,8 +45,8 @@ pub struct Shape {
     pub served: std::sync::Arc<crate::infer::Serving>,
     /// What the answer carries besides its events (usage chunk, `nvext`).
     pub extras: super::to_infer::Extras,
-    /// The model's reasoning parser (chat only) and the member its reasoning goes in.
-    pub reasoning: Option<(crate::parsers::reasoning::Format, &'static str)>,
+    /// How the text is parsed (chat, with a reasoning parser, tools offered or forced).
+    pub parsing: Option<super::parsed::Parsing>,
 }
 
 impl Shape {
@@ -153,32 +153,18 @@ struct Whole {
     text: String,
     finish: Option<Finish>,
     logprobs: Vec<TokenLogprob>,
-    /// With a reasoning parser: the split, the reasoning so far, and the deltas that left the
-    /// split in reasoning (1.6.1's `reasoning_tokens`: the worker sends a token per delta).
-    split: Option<Split>,
-    reasoning: String,
-    reasoning_deltas: u32,
-}
-
-/// Feed `text` to the choice's split (when it has one) or to its text.
-fn take_text(w: &mut Whole, text: &str) {
-    match w.split.as_mut() {
-        Some(split) => {
-            split.push(text, &mut w.reasoning, &mut w.text);
-            w.reasoning_deltas += u32::from(split.in_reasoning());
-        }
-        None => w.text.push_str(text),
-    }
+    /// With parsers: the choice's parse (it keeps the text instead of `text`).
+    parse: Option<ChoiceParse>,
 }
 
 /// The whole answer, once the generation is done.
 pub async fn whole(shape: &Shape, mut gen: Generation) -> Result<Vec<u8>, Error> {
     let mut choices: SmallVec<[Whole; 1]> = SmallVec::new();
-    let format = shape.reasoning.map(|(f, _)| f);
+    let parsing = shape.parsing.as_ref();
     let at = |choices: &mut SmallVec<[Whole; 1]>, i: u32| -> usize {
         let i = i as usize;
         if choices.len() <= i {
-            choices.resize_with(i + 1, || Whole { split: format.map(Split::new), ..Whole::default() });
+            choices.resize_with(i + 1, || Whole { parse: parsing.map(ChoiceParse::new), ..Whole::default() });
         }
         i
     };
@@ -189,15 +175,16 @@ pub async fn whole(shape: &Shape, mut gen: Generation) -> Result<Vec<u8>, Error>
         match event {
             Some(Event::Delta(d)) => {
                 let i = at(&mut choices, d.choice);
-                take_text(&mut choices[i], &d.text);
-                choices[i].logprobs.extend(d.logprobs);
+                let w = &mut choices[i];
+                match w.parse.as_mut() {
+                    Some(parse) => parse.add(&d.text),
+                    None => w.text.push_str(&d.text),
+                }
+                w.logprobs.extend(d.logprobs);
             }
             Some(Event::Finish { choice, reason, logprobs, .. }) => {
                 let i = at(&mut choices, choice);
                 let w = &mut choices[i];
-                if let Some(split) = w.split.as_mut() {
-                    split.finish(&mut w.reasoning, &mut w.text);
-                }
                 w.finish = Some(reason);
                 w.logprobs.extend(logprobs);
             }
@@ -232,19 +219,45 @@ pub async fn whole(shape: &Shape, mut gen: Generation) -> Result<Vec<u8>, Error>
     let nvext = shape.nvext(&gen, 0, true);
     drop(gen);
     let meta = Meta::new(&id, created, &shape.served.name);
+    let field = parsing.map_or("", |p| p.field);
+    let reasoning_tokens = parsing
+        .filter(|p| p.counts_reasoning())
+        .map(|_| choices.iter().filter_map(|c| c.parse.as_ref()).map(|p| p.reasoning_deltas).sum());
+    for c in choices.iter_mut() {
+        if let Some(p) = c.parse.as_mut() {
+            p.finish_whole();
+        }
+    }
+    let counts = parsing.is_some_and(|p| p.counts_reasoning());
     let parts: SmallVec<[body::Choice<'_>; 1]> = choices
         .iter()
         .enumerate()
-        .map(|(i, c)| body::Choice {
-            index: i as u32,
-            text: &c.text,
-            finish_reason: c.finish.map(finish_reason),
-            logprobs: render_logprobs(shape.api, &c.logprobs),
-            reasoning: shape.reasoning.map(|(_, field)| (field, c.reasoning.as_str())),
+        .map(|(i, c)| {
+            let logprobs = render_logprobs(shape.api, &c.logprobs);
+            match c.parse.as_ref() {
+                Some(p) => {
+                    let (reasoning, text, calls) = p.whole();
+                    body::Choice {
+                        index: i as u32,
+                        text,
+                        finish_reason: c.finish.map(|f| p.finish_reason(f)),
+                        logprobs,
+                        reasoning: (counts || !reasoning.is_empty()).then_some((field, reasoning)),
+                        parsed: Some(calls),
+                    }
+                }
+                None => body::Choice {
+                    index: i as u32,
+                    text: &c.text,
+                    finish_reason: c.finish.map(finish_reason),
+                    logprobs,
+                    reasoning: None,
+                    parsed: None,
+                },
+            }
         })
         .collect();
-    let reasoning_tokens = shape.reasoning.map(|_| choices.iter().map(|c| c.reasoning_deltas).sum());
-    let text_len: usize = choices.iter().map(|c| c.text.len()).sum();
+    let text_len: usize = parts.iter().map(|c| c.text.len()).sum();
     let mut out = Vec::with_capacity(text_len + 256 * parts.len());
     match shape.api {
         Api::Chat => body::chat_completion_choices(&mut out, &meta, &parts, &usage, reasoning_tokens),
@@ -279,7 +292,7 @@ pub async fn stream(shape: Shape, mut gen: Generation, tx: local::Sender<Bytes>,
     // once, so writing a chunk does not grow its buffer step by step.
     let chunk_capacity = 192 + id.len() + shape.served.name.len();
     let mut out = Vec::with_capacity(chunk_capacity);
-    let mut parsed = super::parsed::Parsed::default();
+    let mut parsed = Parsed::default();
     loop {
         // The client may leave while the worker is quiet: its receiver's end wakes this.
         let next = poll_fn(|cx| match tx.poll_unless_closed(cx, |cx| gen.poll_next(cx)) {
@@ -304,12 +317,15 @@ pub async fn stream(shape: Shape, mut gen: Generation, tx: local::Sender<Bytes>,
             Some(Some(event)) => event,
         };
         let end = match event {
-            Some(Event::Delta(d)) if shape.reasoning.is_some() => {
+            Some(Event::Delta(d)) if shape.parsing.is_some() => {
                 let choice = d.choice;
-                let first = first_chunk(&mut started, choice);
+                first_chunk(&mut started, choice);
                 let at = out.len();
-                if let Some((format, field)) = shape.reasoning {
-                    parsed.delta(&mut out, meta_of(choice), format, field, first, d);
+                if let Some(p) = shape.parsing.as_ref() {
+                    let c = parsed.choice(p, choice);
+                    c.open(&mut out, meta_of(choice), choice);
+                    c.logprobs(d.logprobs);
+                    c.delta(&mut out, meta_of(choice), p, choice, &d.text);
                 }
                 piece_extras(&mut out, at, &shape, &gen, choice);
                 false
@@ -338,14 +354,17 @@ pub async fn stream(shape: Shape, mut gen: Generation, tx: local::Sender<Bytes>,
                 false
             }
             Some(Event::Finish { choice, reason, logprobs, .. }) => {
-                if let Some((_, field)) = shape.reasoning {
+                let mut reason_name = finish_reason(reason);
+                if let Some(p) = shape.parsing.as_ref() {
                     let at = out.len();
-                    parsed.flush(&mut out, meta_of(choice), field, choice);
+                    let c = parsed.choice(p, choice);
+                    c.flush(&mut out, meta_of(choice), p, choice);
+                    reason_name = c.finish_reason(reason);
                     piece_extras(&mut out, at, &shape, &gen, choice);
                 }
                 let first = first_chunk(&mut started, choice);
                 let lp = render_logprobs(shape.api, &logprobs);
-                let reason = Some(finish_reason(reason));
+                let reason = Some(reason_name);
                 let m = meta_of(choice);
                 let so_far = shape.extras.continuous_usage.then(|| gen.usage_so_far());
                 match shape.api {
@@ -359,7 +378,8 @@ pub async fn stream(shape: Shape, mut gen: Generation, tx: local::Sender<Bytes>,
                 false
             }
             Some(Event::Done(usage)) => {
-                done(&mut out, &shape, &meta, &usage);
+                let reasoning_tokens = shape.parsing.as_ref().and_then(|p| parsed.reasoning_tokens(p));
+                done(&mut out, &shape, &meta, &usage, reasoning_tokens);
                 true
             }
             Some(Event::Chunk(v)) => {
@@ -418,10 +438,10 @@ fn first_chunk(started: &mut SmallVec<[bool; 1]>, choice: u32) -> bool {
 }
 
 /// The end of a Tokens stream: the usage chunk when asked for, then `[DONE]`.
-fn done(out: &mut Vec<u8>, shape: &Shape, meta: &Meta<'_>, usage: &Usage) {
+fn done(out: &mut Vec<u8>, shape: &Shape, meta: &Meta<'_>, usage: &Usage, reasoning_tokens: Option<u32>) {
     if shape.extras.include_usage {
         match shape.api {
-            Api::Chat => body::chat_usage_chunk(out, meta, usage),
+            Api::Chat => body::chat_usage_chunk_with(out, meta, usage, reasoning_tokens),
             Api::Completions => body::completion_chunk(out, meta, None, None, Some(usage), None),
         }
     }

@@ -60,7 +60,7 @@ pub mod guided;
 pub mod logprobs;
 pub mod messages;
 pub mod nvext;
-mod parsed;
+pub mod parsed;
 pub mod response;
 pub mod serve;
 pub mod strict;

@@ -125,6 +125,8 @@ pub struct Choice<'a> {
     pub logprobs: Option<Vec<u8>>,
     /// With a reasoning parser: the member name and the choice's reasoning (maybe empty).
     pub reasoning: Option<(&'static str, &'a str)>,
+    /// With parsers: the calls parsed out of the text, and an empty content is `null`.
+    pub parsed: Option<&'a [crate::parsers::Call]>,
 }
 
 /// A whole chat completion of one choice.
@@ -136,8 +138,14 @@ pub fn chat_completion(
     usage: &Usage,
     logprobs: Option<&[u8]>,
 ) {
-    let choice =
-        Choice { index: 0, text: content, finish_reason, logprobs: logprobs.map(<[u8]>::to_vec), reasoning: None };
+    let choice = Choice {
+        index: 0,
+        text: content,
+        finish_reason,
+        logprobs: logprobs.map(<[u8]>::to_vec),
+        reasoning: None,
+        parsed: None,
+    };
     chat_completion_choices(out, meta, std::slice::from_ref(&choice), usage, None);
 }
 
@@ -159,11 +167,22 @@ pub fn chat_completion_choices(
         out.extend_from_slice(b"{\"index\":");
         uint(out, u64::from(c.index));
         out.extend_from_slice(b",\"message\":{\"content\":");
-        match c.reasoning {
-            Some(_) if c.text.is_empty() => out.extend_from_slice(b"null"),
+        match (c.reasoning, c.parsed) {
+            (Some(_), _) | (_, Some(_)) if c.text.is_empty() => out.extend_from_slice(b"null"),
             _ => string(out, c.text),
         }
-        out.extend_from_slice(b",\"refusal\":null,\"role\":\"assistant\"");
+        out.extend_from_slice(b",\"refusal\":null");
+        if let Some(calls) = c.parsed.filter(|calls| !calls.is_empty()) {
+            out.extend_from_slice(b",\"tool_calls\":[");
+            for (i, call) in calls.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                tool_call(out, None, &call_id(), &call.name, &call.arguments);
+            }
+            out.push(b']');
+        }
+        out.extend_from_slice(b",\"role\":\"assistant\"");
         if let Some((field, reasoning)) = c.reasoning.filter(|(_, r)| !r.is_empty()) {
             out.extend_from_slice(b",\"");
             out.extend_from_slice(field.as_bytes());
@@ -249,6 +268,82 @@ pub fn chat_pieces_chunk_at(
     chunk_close(out, meta, None, logprobs);
 }
 
+/// A new tool call's id, as 1.6.1 makes them: `call-<uuid>`.
+pub fn call_id() -> String {
+    format!("call-{}", crate::util::format_uuid(crate::util::new_uuid()))
+}
+
+/// `{["index":i,]"id":…,"type":"function","function":{"name":…,"arguments":…}}`.
+fn tool_call(out: &mut Vec<u8>, index: Option<u32>, id: &str, name: &str, arguments: &str) {
+    out.push(b'{');
+    if let Some(i) = index {
+        out.extend_from_slice(b"\"index\":");
+        index_number(out, i);
+        out.push(b',');
+    }
+    out.extend_from_slice(b"\"id\":");
+    string(out, id);
+    out.extend_from_slice(b",\"type\":\"function\",\"function\":{\"name\":");
+    string(out, name);
+    out.extend_from_slice(b",\"arguments\":");
+    string(out, arguments);
+    out.extend_from_slice(b"}}");
+}
+
+/// A streamed chat chunk with tool call `call` of choice `index`: a whole call (or the first
+/// piece of one) when `start` gives its id and name, else more of its arguments; `role` adds
+/// the assistant's role (the first chunk of a forced call).
+#[allow(clippy::too_many_arguments)]
+pub fn chat_tool_chunk_at(
+    out: &mut Vec<u8>,
+    meta: &Meta<'_>,
+    index: u32,
+    call: u32,
+    start: Option<(&str, &str)>,
+    arguments: &str,
+    role: bool,
+) {
+    chunk_open(out, meta, index);
+    out.extend_from_slice(b"\"content\":\"\",\"tool_calls\":[");
+    match start {
+        Some((id, name)) => tool_call(out, Some(call), id, name, arguments),
+        None => {
+            out.extend_from_slice(b"{\"index\":");
+            index_number(out, call);
+            out.extend_from_slice(b",\"function\":{\"arguments\":");
+            string(out, arguments);
+            out.extend_from_slice(b"}}");
+        }
+    }
+    out.push(b']');
+    if role {
+        out.extend_from_slice(b",\"role\":\"assistant\"");
+    }
+    chunk_close(out, meta, None, None);
+}
+
+/// `event: tool_call_dispatch` (`--enable-streaming-tool-dispatch`): a parsed call, whole,
+/// ahead of its chunk.
+pub fn tool_call_dispatch(out: &mut Vec<u8>, choice: u32, call: u32, id: &str, name: &str, arguments: &str) {
+    out.extend_from_slice(b"event: tool_call_dispatch\ndata: {\"choice_index\":");
+    index_number(out, choice);
+    out.extend_from_slice(b",\"tool_call\":");
+    tool_call(out, Some(call), id, name, arguments);
+    out.extend_from_slice(b"}\n\n");
+}
+
+/// `event: reasoning_dispatch` (`--enable-streaming-reasoning-dispatch`): a choice's whole
+/// reasoning, once it ends.
+pub fn reasoning_dispatch(out: &mut Vec<u8>, choice: u32, field: &str, reasoning: &str) {
+    out.extend_from_slice(b"event: reasoning_dispatch\ndata: {\"index\":");
+    index_number(out, choice);
+    out.extend_from_slice(b",\"");
+    out.extend_from_slice(field.as_bytes());
+    out.extend_from_slice(b"\":");
+    string(out, reasoning);
+    out.extend_from_slice(b"}\n\n");
+}
+
 /// A chat chunk up to the opening of its delta object.
 fn chunk_open(out: &mut Vec<u8>, meta: &Meta<'_>, index: u32) {
     out.extend_from_slice(b"data: {\"id\":");
@@ -278,12 +373,17 @@ fn index_number(out: &mut Vec<u8>, index: u32) {
 
 /// The usage event of a streamed chat completion (`stream_options.include_usage`).
 pub fn chat_usage_chunk(out: &mut Vec<u8>, meta: &Meta<'_>, usage: &Usage) {
+    chat_usage_chunk_with(out, meta, usage, None)
+}
+
+/// [`chat_usage_chunk`] with the reasoning tokens a reasoning parser counted.
+pub fn chat_usage_chunk_with(out: &mut Vec<u8>, meta: &Meta<'_>, usage: &Usage, reasoning_tokens: Option<u32>) {
     out.extend_from_slice(b"data: {\"id\":");
     out.extend_from_slice(&meta.id_json);
     out.extend_from_slice(b",\"choices\":[]");
     tail(out, meta);
     out.extend_from_slice(b",\"object\":\"chat.completion.chunk\",\"usage\":");
-    usage_json(out, usage, false);
+    usage_json_with(out, usage, false, reasoning_tokens);
     out.extend_from_slice(b"}\n\n");
 }
 
@@ -296,7 +396,8 @@ pub fn completion(
     usage: &Usage,
     logprobs: Option<&[u8]>,
 ) {
-    let choice = Choice { index: 0, text, finish_reason, logprobs: logprobs.map(<[u8]>::to_vec), reasoning: None };
+    let choice =
+        Choice { index: 0, text, finish_reason, logprobs: logprobs.map(<[u8]>::to_vec), reasoning: None, parsed: None };
     completion_choices(out, meta, std::slice::from_ref(&choice), usage);
 }
 

@@ -38,8 +38,12 @@ pub async fn serve(
     pinned: Result<Option<u64>, Error>,
     session: Option<std::rc::Rc<str>>,
 ) -> Result<Answer, Error> {
+    let mut tool_use = ToolUse::default();
     let parsed = match api {
-        Api::Chat => super::parse_chat(body).and_then(|r| to_infer::chat(r, body)),
+        Api::Chat => super::parse_chat(body).and_then(|r| {
+            tool_use = ToolUse::of(&r);
+            to_infer::chat(r, body)
+        }),
         Api::Completions => super::parse_completion(body).and_then(|r| to_infer::completion(r, body)),
     };
     let (mut req, extras) = match parsed.and_then(|r| pinned.map(|p| (r, p))) {
@@ -64,12 +68,12 @@ pub async fn serve(
     }
     let stream = req.stream;
     let gen = crate::infer::run(ctx, &mut req).await?;
-    // Reasoning is parsed out of chat answers only, as in 1.6.1.
-    let reasoning = match api {
-        Api::Chat => gen.serving().reasoning.map(|f| (f, ctx.shared.config.reasoning_field)),
+    // Reasoning and tool calls are parsed out of chat answers only, as in 1.6.1.
+    let parsing = match api {
+        Api::Chat => parsing_of(ctx, gen.serving(), tool_use),
         Api::Completions => None,
     };
-    let shape = Shape { api, served: gen.serving().clone(), extras, reasoning };
+    let shape = Shape { api, served: gen.serving().clone(), extras, parsing };
     if stream {
         let (tx, rx) = local::channel::<Bytes>();
         monoio::spawn(answer::stream(shape, gen, tx, ctx.shared.config.sse_keep_alive));
@@ -112,6 +116,48 @@ pub async fn run_chat(
     let gen = crate::infer::run(ctx, &mut req).await?;
     let parsers = parsers_of(gen.serving(), offers);
     Ok(ChatRun { gen, parsers, stream })
+}
+
+/// What a chat request asks of tool calls.
+#[derive(Clone, Debug, Default)]
+pub struct ToolUse {
+    /// Tools are offered and `tool_choice` is not `none`: calls are parsed.
+    pub offered: bool,
+    /// `tool_choice` forces calls: `Some(None)` `"required"`, `Some(Some(name))` a named tool.
+    pub forced: Option<Option<String>>,
+}
+
+impl ToolUse {
+    pub fn of(r: &super::NvCreateChatCompletionRequest) -> ToolUse {
+        use super::chat_params::ChatCompletionToolChoiceOption as Choice;
+        let offered = offers_tools(r);
+        let forced = match &r.tool_choice {
+            Some(Choice::Required) if offered => Some(None),
+            Some(Choice::Named(n)) if offered => Some(Some(n.function.name.clone())),
+            _ => None,
+        };
+        ToolUse { offered, forced }
+    }
+}
+
+/// How a chat answer from `serving` is parsed; `None` when it is not.
+pub fn parsing_of(
+    ctx: &ShardCtx,
+    serving: &crate::infer::Serving,
+    tool_use: ToolUse,
+) -> Option<super::parsed::Parsing> {
+    let parsers = parsers_of(serving, tool_use.offered);
+    if !parsers.any() && tool_use.forced.is_none() {
+        return None;
+    }
+    let c = &ctx.shared.config;
+    Some(super::parsed::Parsing {
+        parsers,
+        forced: tool_use.forced,
+        field: c.reasoning_field,
+        dispatch_tools: c.streaming_tool_dispatch,
+        dispatch_reasoning: c.streaming_reasoning_dispatch,
+    })
 }
 
 /// Whether a chat request asks for tool calls to be parsed: it offers tools and `tool_choice`

@@ -12,6 +12,7 @@
 //! call is held back (jailed) until it is complete. Nothing is lost: text that does not parse
 //! as what its markers promised comes back as content.
 
+pub mod forced;
 pub mod reasoning;
 pub mod tools;
 

@@ -130,7 +130,7 @@ impl Split {
 }
 
 /// The length of the longest tail of `text` that is a proper prefix of `marker`.
-fn partial_tail(text: &str, marker: &str) -> usize {
+pub(crate) fn partial_tail(text: &str, marker: &str) -> usize {
     let max = marker.len().saturating_sub(1).min(text.len());
     (1..=max)
         .rev()

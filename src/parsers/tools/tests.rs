@@ -1,0 +1,75 @@
+use super::*;
+
+fn whole(name: &str, text: &str) -> (String, Vec<(String, String)>, String) {
+    let mut j = Jail::new(format_of(name).unwrap());
+    let mut out = Out::default();
+    j.push(text, &mut out);
+    j.finish(&mut out);
+    (out.content, out.calls.into_iter().map(|c| (c.name, c.arguments)).collect(), out.reasoning)
+}
+
+#[test]
+fn every_name_has_a_format() {
+    for name in NAMES {
+        assert!(format_of(name).is_some(), "{name}");
+    }
+    assert!(format_of("no-such").is_none());
+}
+
+#[test]
+fn every_split_of_a_text_gives_the_same_answer() {
+    let texts = [
+        ("hermes", "Let me check.\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": \"</tool_call>\"}}\n</tool_call>\nDone."),
+        ("hermes", "Use the <tool_call> tag."),
+        ("hermes", "{\"name\": \"f\", \"parameters\": {}} and [1]"),
+        ("jamba", "x \n<tool_calls>[{\"name\": \"f\", \"arguments\": {}}]</tool_calls> y"),
+        ("phi4", "functools[{\"name\": \"f\", \"arguments\": {}}]"),
+        ("default", "<|python_tag|>{\"name\": \"f\", \"parameters\": {\"x\": 1}}"),
+        ("pythonic", "Sure! [f(a='x'), g(b=[1, 2], c={'k': None})] ok"),
+        ("qwen3_coder", "I will.\n<function=f>\n<parameter=a>\nv\n</parameter>\n</function> more"),
+        ("minimax_m2", "<minimax:tool_call>\n<invoke name=\"f\">\n<parameter name=\"a\">v</parameter>\n</invoke>\n</minimax:tool_call>"),
+        ("deepseek_v3_2", "<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"f\">\n<｜DSML｜parameter name=\"a\" string=\"false\">3</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>"),
+        ("glm47", "<tool_call>f<arg_key>a</arg_key><arg_value>1</arg_value></tool_call>"),
+        ("kimi_k2", "<|tool_calls_section_begin|><|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>{}<|tool_call_end|><|tool_calls_section_end|>"),
+        ("gemma4", "<|tool_call>call:f{a:<|\"|>x<|\"|>,n:2}<tool_call|>"),
+        ("harmony", "<|channel|>analysis<|message|>think<|end|><|start|>assistant<|channel|>commentary to=functions.f <|constrain|>json<|message|>{\"a\":1}<|call|>"),
+    ];
+    for (name, text) in texts {
+        let want = whole(name, text);
+        for (at, _) in text.char_indices() {
+            let mut j = Jail::new(format_of(name).unwrap());
+            let mut out = Out::default();
+            j.push(&text[..at], &mut out);
+            j.push(&text[at..], &mut out);
+            j.finish(&mut out);
+            let got = (out.content, out.calls.into_iter().map(|c| (c.name, c.arguments)).collect(), out.reasoning);
+            assert_eq!(got, want, "{name} {text:?} cut at {at}");
+        }
+        let mut j = Jail::new(format_of(name).unwrap());
+        let mut out = Out::default();
+        for ch in text.chars() {
+            j.push(ch.encode_utf8(&mut [0; 4]), &mut out);
+        }
+        j.finish(&mut out);
+        let got = (out.content, out.calls.into_iter().map(|c| (c.name, c.arguments)).collect(), out.reasoning);
+        assert_eq!(got, want, "{name} {text:?} per character");
+    }
+}
+
+#[test]
+fn the_families() {
+    let call = |n: &str, a: &str| vec![(n.to_string(), a.to_string())];
+    assert_eq!(whole("hermes", "Use the <tool_call> tag."), ("Use the <tool_call> tag.".into(), vec![], "".into()));
+    assert_eq!(whole("pythonic", "Sure! [f(a='x')]"), ("Sure!".into(), call("f", r#"{"a":"x"}"#), "".into()));
+    assert_eq!(
+        whole("gemma4", "<|tool_call>call:f{a:<|\"|>x<|\"|>,n:2}<tool_call|>"),
+        ("".into(), call("f", r#"{"a":"x","n":2}"#), "".into())
+    );
+    assert_eq!(
+        whole("harmony", "<|channel|>analysis<|message|>hm<|end|><|start|>assistant<|channel|>final<|message|>Hi"),
+        ("Hi".into(), vec![], "hm".into())
+    );
+    // A prose object is not a call; nor is an element of a list.
+    assert_eq!(whole("hermes", r#"Use {"name": "x"} here"#).1, vec![]);
+    assert_eq!(whole("hermes", r#"see [TOOL_CALLS][{"name": "f", "arguments": {}}]"#).1, vec![]);
+}

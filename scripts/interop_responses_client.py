@@ -22,6 +22,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--base-url", required=True)
     ap.add_argument("--model", required=True)
+    ap.add_argument("--echo-model", required=True)
     a = ap.parse_args()
     client = openai.OpenAI(base_url=a.base_url, api_key="none")
     m = a.model
@@ -47,16 +48,38 @@ def main():
     text = "".join(e.delta for e in events if e.type == "response.output_text.delta")
     check(text == events[-1].response.output[0].content[0].text, "stream=True: deltas add up to the final text")
 
-    with client.responses.stream(model=m, input="Say hello", max_output_tokens=64) as s:
+    with client.responses.stream(model=m, input="Say hello", max_output_tokens=16) as s:
         seen = [e.type for e in s]
-        final = s.get_final_response()
-    check("response.output_text.delta" in seen, "stream(): text deltas")
-    check(final.status == "completed" or final.status == "incomplete", f"stream(): final status {final.status}")
-    check(final.output_text == final.output[0].content[0].text, "stream(): get_final_response")
+    check(seen[-1] == "response.incomplete", f"stream(): the mocker's answer read to its end ({seen[-1]})")
 
-    with client.responses.stream(model=m, input="Say hello", max_output_tokens=64) as s:
+    # The echo worker answers what the prompt scripts, and finishes: the helper's final response.
+    e = a.echo_model
+    with client.responses.stream(model=e, input="[[echo]]<think>Greet.</think>Hello there.[[/echo]]") as s:
+        seen = [ev.type for ev in s]
         final = s.get_final_response()
-    check(final.id.startswith("resp_"), "stream(): get_final_response without iterating")
+    check("response.output_text.delta" in seen and "response.reasoning_text.delta" in seen, "stream(): text and reasoning deltas")
+    check(final.status == "completed", f"stream(): final status {final.status}")
+    check(final.output_text == "Hello there.", f"stream(): get_final_response text {final.output_text!r}")
+    check(final.output[0].type == "reasoning", "stream(): a reasoning item first")
+
+    with client.responses.stream(model=e, input="[[echo]]Hi.[[/echo]]") as s:
+        final = s.get_final_response()
+    check(final.output_text == "Hi.", "stream(): get_final_response without iterating")
+
+    tools = [{"type": "function", "name": "get_weather", "description": "Get the weather",
+              "parameters": {"type": "object", "properties": {"location": {"type": "string"}}, "required": ["location"]}}]
+    ask = 'Weather? [[echo]]<tool_call>\n{"name": "get_weather", "arguments": {"location": "Paris"}}\n</tool_call>[[/echo]]'
+    with client.responses.stream(model=e, input=ask, tools=tools) as s:
+        final = s.get_final_response()
+    calls = [o for o in final.output if o.type == "function_call"]
+    check(len(calls) == 1 and calls[0].name == "get_weather", "stream(): a function_call item")
+    call = calls[0]
+    nxt = client.responses.create(model=e, tools=tools, input=[
+        {"role": "user", "content": ask},
+        {"type": "function_call", "call_id": call.call_id, "name": call.name, "arguments": call.arguments},
+        {"type": "function_call_output", "call_id": call.call_id, "output": "[[echo]]It is sunny.[[/echo]]"},
+    ])
+    check(nxt.output_text == "It is sunny.", f"the next turn: the call's output reached the model ({nxt.output_text!r})")
 
     n = client.responses.input_tokens.count(model=m, input="Say hello")
     check(n.input_tokens == 10, f"input_tokens.count: the templated prompt's 10 tokens ({n.input_tokens})")

@@ -320,6 +320,9 @@ pub fn parse(body: &[u8]) -> Result<NvCreateResponse, Error> {
     if let Some(field) = refused {
         return Err(Error::new(Kind::NotImplemented, format!("Validation: `{field}` is not supported.")));
     }
+    if r.max_output_tokens == Some(0) {
+        return Err(Error::new(Kind::BadRequest, "Validation: Max tokens must be greater than 0, got 0"));
+    }
     Ok(r)
 }
 

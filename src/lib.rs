@@ -48,6 +48,7 @@ pub mod openai;
 pub mod parsers;
 pub mod plane;
 pub mod registry;
+pub mod responses;
 pub mod router;
 pub mod service;
 pub mod shard;

@@ -10,7 +10,7 @@ use serde_json::{json, Map, Value};
 
 use crate::error::{Error, Kind};
 use crate::infer::{Event, Finish, Generation, Usage};
-use crate::parsers::{Call, Out, Parse, Parsers};
+use crate::parsers::{Call, Out, Parse, Spec};
 
 /// What the answer says besides its blocks.
 pub(super) struct Meta {
@@ -100,8 +100,8 @@ pub(super) struct Reader {
 }
 
 impl Reader {
-    pub fn new(parsers: Parsers) -> Reader {
-        Reader { parse: Parse::new(parsers), chunk_usage: None, chunk_finish: None, finished: false }
+    pub fn new(parsers: Spec) -> Reader {
+        Reader { parse: Parse::of(&parsers), chunk_usage: None, chunk_finish: None, finished: false }
     }
 
     /// Take one event (`None`: the generation ended) into `out`.
@@ -194,7 +194,7 @@ fn take(blocks: &mut Vec<Block>, out: &mut Out) {
 }
 
 /// The whole answer, once the generation is done.
-pub(super) async fn whole(meta: &Meta, mut gen: Generation, parsers: Parsers) -> Result<Vec<u8>, Error> {
+pub(super) async fn whole(meta: &Meta, mut gen: Generation, parsers: Spec) -> Result<Vec<u8>, Error> {
     let mut reader = Reader::new(parsers);
     let mut out = Out::default();
     let mut blocks = Vec::new();

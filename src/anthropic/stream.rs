@@ -20,7 +20,7 @@ use serde_json::{json, Value};
 use super::answer::{call_input, new_id, usage_json, Ending, Meta, Reader, Step};
 use crate::error::Error;
 use crate::infer::{Generation, Usage};
-use crate::parsers::{Out, Parsers};
+use crate::parsers::{Out, Spec};
 use crate::shard::local;
 
 /// The ping Anthropic sends after `message_start` and now and then; also the keep-alive.
@@ -150,7 +150,7 @@ fn start(out: &mut Vec<u8>, meta: &Meta, gen: &Generation) {
 pub(super) async fn stream(
     meta: Meta,
     mut gen: Generation,
-    parsers: Parsers,
+    parsers: Spec,
     tx: local::Sender<Bytes>,
     keep_alive: Option<Duration>,
 ) {

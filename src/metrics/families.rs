@@ -39,10 +39,12 @@ pub enum Endpoint {
     Tensor = 2,
     /// Anthropic Messages (`/v1/messages`).
     AnthropicMessages = 3,
+    /// OpenAI Responses (`/v1/responses`).
+    Responses = 4,
 }
 
-const N_ENDPOINTS: usize = 4;
-const ENDPOINTS: [&str; N_ENDPOINTS] = ["chat_completions", "completions", "tensor", "anthropic_messages"];
+const N_ENDPOINTS: usize = 5;
+const ENDPOINTS: [&str; N_ENDPOINTS] = ["chat_completions", "completions", "tensor", "anthropic_messages", "responses"];
 const REQUEST_TYPES: [&str; 2] = ["unary", "stream"];
 
 /// How a request ended (`status` and `error_type` labels).

@@ -95,6 +95,7 @@ impl ChoiceParse {
                 match piece {
                     Piece::Start { name, args, .. } => calls.push(Call { name, arguments: args }),
                     Piece::Args { index, args } => calls[index as usize].arguments.push_str(&args),
+                    Piece::End { .. } => {}
                 }
             }
             match calls.is_empty() {
@@ -184,15 +185,16 @@ impl ChoiceParse {
             self.calls += 1;
         }
         for piece in self.pieces.drain(..) {
+            let (index, start, args) = match piece {
+                Piece::Start { index, name, args } => (index, Some(name), args),
+                Piece::Args { index, args } => (index, None, args),
+                Piece::End { .. } => continue,
+            };
             let role = !std::mem::replace(&mut self.role_sent, true);
-            match piece {
-                Piece::Start { index, name, args } => {
-                    let id = body::call_id();
-                    body::chat_tool_chunk_at(w, meta, choice, index, Some((&id, &name)), &args, role);
-                    self.calls = self.calls.max(index + 1);
-                }
-                Piece::Args { index, args } => body::chat_tool_chunk_at(w, meta, choice, index, None, &args, role),
-            }
+            let id = start.as_ref().map(|_| body::call_id());
+            let start = id.as_deref().zip(start.as_deref());
+            body::chat_tool_chunk_at(w, meta, choice, index, start, &args, role);
+            self.calls = self.calls.max(index + 1);
         }
     }
 }

@@ -88,8 +88,8 @@ pub async fn serve(
 pub struct ChatRun {
     pub gen: crate::infer::Generation,
     /// The model's parsers for this request (tools only when the request offers them and
-    /// `tool_choice` is not `none`).
-    pub parsers: crate::parsers::Parsers,
+    /// `tool_choice` is not `none`), and the calls `tool_choice` forces.
+    pub parsers: crate::parsers::Spec,
     pub stream: bool,
 }
 
@@ -101,7 +101,7 @@ pub async fn run_chat(
     body: &Bytes,
     endpoint: Endpoint,
 ) -> Result<ChatRun, Error> {
-    let offers = offers_tools(&r);
+    let tool_use = ToolUse::of(&r);
     let model = r.model.clone();
     let stream = r.stream == Some(true);
     let (mut req, _extras) = match to_infer::chat(r, body) {
@@ -114,7 +114,8 @@ pub async fn run_chat(
     req.endpoint = endpoint;
     let stream = req.stream;
     let gen = crate::infer::run(ctx, &mut req).await?;
-    let parsers = parsers_of(gen.serving(), offers);
+    let parsers =
+        crate::parsers::Spec { parsers: parsers_of(gen.serving(), tool_use.offered), forced: tool_use.forced };
     Ok(ChatRun { gen, parsers, stream })
 }
 

@@ -11,6 +11,8 @@ pub enum Piece {
     Start { index: u32, name: String, args: String },
     /// More of call `index`'s arguments.
     Args { index: u32, args: String },
+    /// Call `index`'s arguments are complete.
+    End { index: u32 },
 }
 
 /// One choice's forced calls.
@@ -91,6 +93,7 @@ impl Forced {
                 rest = &rest[n..];
                 if end.is_some() {
                     self.value = None;
+                    out.push(Piece::End { index });
                 }
                 continue;
             }
@@ -104,6 +107,13 @@ impl Forced {
             self.starting = Some(name);
             self.calls += 1;
             self.push(&tail, out);
+        }
+    }
+
+    /// The end of the text: a named tool's call is complete.
+    pub fn finish(&mut self, out: &mut Vec<Piece>) {
+        if self.named.is_some() && self.calls > 0 {
+            out.push(Piece::End { index: 0 });
         }
     }
 
@@ -156,6 +166,7 @@ mod tests {
             match p {
                 Piece::Start { name, args, .. } => calls.push((name, args)),
                 Piece::Args { index, args } => calls[index as usize].1.push_str(&args),
+                Piece::End { .. } => {}
             }
         }
         calls
@@ -180,5 +191,45 @@ mod tests {
     #[test]
     fn a_named_tool_streams_all_the_text() {
         assert_eq!(run(Some("f"), &["{\"a\"", ": 1}"]), vec![("f".to_string(), "{\"a\": 1}".to_string())]);
+    }
+
+    #[test]
+    fn a_parse_of_forced_calls_gives_each_call_when_it_closes() {
+        use crate::parsers::{Out, Parse, Parsers, Spec};
+        let text = r#"<think>hm</think>[{"name": "f", "parameters": {"a": 1}}, {"name": "g", "parameters": {}}]"#;
+        let spec = Spec {
+            parsers: Parsers { reasoning: crate::parsers::reasoning::format_of("qwen3"), tools: None },
+            forced: Some(None),
+        };
+        let mut parse = Parse::of(&spec);
+        let mut out = Out::default();
+        let mut after_first = usize::MAX;
+        for (i, ch) in text.char_indices() {
+            parse.push(&text[i..i + ch.len_utf8()], &mut out);
+            if out.calls.len() == 1 && after_first == usize::MAX {
+                after_first = i;
+            }
+        }
+        parse.finish(&mut out);
+        assert_eq!(out.reasoning, "hm");
+        assert_eq!(out.content, "");
+        let calls: Vec<(&str, &str)> = out.calls.iter().map(|c| (c.name.as_str(), c.arguments.as_str())).collect();
+        assert_eq!(calls, vec![("f", r#"{"a": 1}"#), ("g", "{}")]);
+        // The first call came out as soon as its arguments closed, before the second began.
+        assert!(after_first < text.find("\"g\"").unwrap(), "{after_first}");
+        let named = Spec { parsers: Parsers::default(), forced: Some(Some("f".into())) };
+        let mut parse = Parse::of(&named);
+        let mut out = Out::default();
+        parse.push("{\"a\"", &mut out);
+        parse.push(": 2}", &mut out);
+        assert!(out.calls.is_empty());
+        parse.finish(&mut out);
+        assert_eq!((out.calls[0].name.as_str(), out.calls[0].arguments.as_str()), ("f", r#"{"a": 2}"#));
+        // A "required" answer that wrote no call keeps its text.
+        let mut parse = Parse::of(&Spec { parsers: Parsers::default(), forced: Some(None) });
+        let mut out = Out::default();
+        parse.push("no calls here", &mut out);
+        parse.finish(&mut out);
+        assert_eq!((out.content.as_str(), out.calls.len()), ("no calls here", 0));
     }
 }

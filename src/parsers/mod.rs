@@ -59,13 +59,46 @@ impl Parsers {
     }
 }
 
+/// A request's parsers: the model's, and the calls `tool_choice` forces (`Some(None)`:
+/// `"required"`; `Some(Some(name))`: a named tool). Forced calls replace the tool parser.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Spec {
+    pub parsers: Parsers,
+    pub forced: Option<Option<String>>,
+}
+
 /// One choice's parse: reasoning first, then tool calls out of what is content.
 #[derive(Debug)]
 pub struct Parse {
     reasoning: Option<reasoning::Split>,
     tools: Option<tools::Jail>,
+    forced: Option<ForcedCalls>,
     /// Content out of the reasoning split, on its way into the tool jail.
     scratch: String,
+}
+
+/// Calls forced by `tool_choice`, assembled whole from their pieces.
+#[derive(Debug)]
+struct ForcedCalls {
+    forced: forced::Forced,
+    pieces: Vec<forced::Piece>,
+    open: Vec<Call>,
+}
+
+impl ForcedCalls {
+    fn take(&mut self, out: &mut Out) {
+        for piece in self.pieces.drain(..) {
+            match piece {
+                forced::Piece::Start { name, args, .. } => self.open.push(Call { name, arguments: args }),
+                forced::Piece::Args { args, .. } => {
+                    if let Some(c) = self.open.last_mut() {
+                        c.arguments.push_str(&args);
+                    }
+                }
+                forced::Piece::End { .. } => out.calls.extend(self.open.pop()),
+            }
+        }
+    }
 }
 
 impl Parse {
@@ -73,12 +106,32 @@ impl Parse {
         Parse {
             reasoning: p.reasoning.map(reasoning::Split::new),
             tools: p.tools.map(tools::Jail::new),
+            forced: None,
             scratch: String::new(),
         }
     }
 
+    /// A parse of `spec`: forced calls, when `tool_choice` forces them, instead of the tool
+    /// parser.
+    pub fn of(spec: &Spec) -> Parse {
+        let Some(named) = spec.forced.clone() else { return Parse::new(spec.parsers) };
+        let mut parse = Parse::new(Parsers { tools: None, ..spec.parsers });
+        parse.forced = Some(ForcedCalls { forced: forced::Forced::new(named), pieces: Vec::new(), open: Vec::new() });
+        parse
+    }
+
     /// Parse the next piece of text, appending to `out`.
     pub fn push(&mut self, text: &str, out: &mut Out) {
+        if let Some(f) = self.forced.as_mut() {
+            self.scratch.clear();
+            match self.reasoning.as_mut() {
+                Some(split) => split.push(text, &mut out.reasoning, &mut self.scratch),
+                None => self.scratch.push_str(text),
+            }
+            f.forced.push(&self.scratch, &mut f.pieces);
+            f.take(out);
+            return;
+        }
         match (&mut self.reasoning, &mut self.tools) {
             (None, None) => out.content.push_str(text),
             (Some(split), None) => split.push(text, &mut out.reasoning, &mut out.content),
@@ -95,6 +148,22 @@ impl Parse {
 
     /// The end of the choice's text: whatever was held back.
     pub fn finish(&mut self, out: &mut Out) {
+        if let Some(f) = self.forced.as_mut() {
+            self.scratch.clear();
+            if let Some(split) = self.reasoning.as_mut() {
+                split.finish(&mut out.reasoning, &mut self.scratch);
+            }
+            f.forced.push(&self.scratch, &mut f.pieces);
+            f.forced.finish(&mut f.pieces);
+            f.take(out);
+            // A call left open at the end is still the model's; an answer that made none
+            // keeps its text.
+            out.calls.append(&mut f.open);
+            if f.forced.calls() == 0 {
+                out.content.push_str(&f.forced.unplaced());
+            }
+            return;
+        }
         if let Some(split) = self.reasoning.as_mut() {
             self.scratch.clear();
             let content = if self.tools.is_some() { &mut self.scratch } else { &mut out.content };

@@ -1,6 +1,6 @@
-//! The OpenAI inference routes (`/v1/chat/completions`, `/v1/completions`): the request's
-//! body and headers handed to the OpenAI adapter ([`crate::openai::serve`]), its answer (or
-//! error) made an HTTP response.
+//! The OpenAI inference routes (`/v1/chat/completions`, `/v1/completions`, `/v1/responses`):
+//! the request's body and headers handed to the OpenAI adapter ([`crate::openai::serve`]) or
+//! the Responses adapter ([`crate::responses`]), its answer (or error) made an HTTP response.
 //!
 //! Checks run in Dynamo 1.6.1's order: content type (415, by the route table), the body limit
 //! (413, by `http1`), then the adapter's deserialization and validation (400 / 501), the model
@@ -31,6 +31,26 @@ pub async fn handle(ctx: &Rc<ShardCtx>, route: RouteId, req: &Request) -> Respon
             .with_header("cache-control", "no-cache")
             .with_cut(crate::openai::response::SHUTTING_DOWN),
         Err(e) if e.kind() == Kind::Overloaded => overloaded(ctx, &e),
+        Err(e) => Response::error(&e),
+    }
+}
+
+/// Serve one `/v1/responses` request; errors are already counted by the adapter and driver.
+pub async fn responses(ctx: &Rc<ShardCtx>, req: &Request) -> Response {
+    match crate::responses::serve(ctx, &req.body).await {
+        Ok(Answer::Json(body)) => Response::json(200, body),
+        Ok(Answer::Stream(rx)) => {
+            Response::stream(200, "text/event-stream", rx).with_header("cache-control", "no-cache")
+        }
+        Err(e) if e.kind() == Kind::Overloaded => overloaded(ctx, &e),
+        Err(e) => Response::error(&e),
+    }
+}
+
+/// Serve one `/v1/responses/input_tokens` request (no worker is called).
+pub async fn input_tokens(ctx: &Rc<ShardCtx>, req: &Request) -> Response {
+    match crate::responses::input_tokens(ctx, &req.body).await {
+        Ok(body) => Response::json(200, body),
         Err(e) => Response::error(&e),
     }
 }

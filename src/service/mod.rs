@@ -102,6 +102,8 @@ impl Frontend {
             RouteId::Metrics => Ok(ops::metrics(&self.ctx).await),
             RouteId::OpenApi => Ok(ops::openapi(&self.routes)),
             RouteId::ChatCompletions | RouteId::Completions => Ok(inference::handle(&self.ctx, route.id, req).await),
+            RouteId::Responses => Ok(inference::responses(&self.ctx, req).await),
+            RouteId::ResponsesInputTokens => Ok(inference::input_tokens(&self.ctx, req).await),
             RouteId::BusyThreshold => Ok(busy::handle(&self.ctx, req)),
             RouteId::AnthropicMessages | RouteId::AnthropicCountTokens | RouteId::AnthropicUnknown => {
                 Ok(anthropic::handle(&self.ctx, route.id, req).await)

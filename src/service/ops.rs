@@ -31,7 +31,12 @@ pub fn draining(route: RouteId) -> Option<Response> {
         RouteId::Live => {
             Some(Response::json_static(503, br#"{"status":"shutting_down","message":"Service is shutting down"}"#))
         }
-        RouteId::Models | RouteId::Model | RouteId::ChatCompletions | RouteId::Completions => {
+        RouteId::Models
+        | RouteId::Model
+        | RouteId::ChatCompletions
+        | RouteId::Completions
+        | RouteId::Responses
+        | RouteId::ResponsesInputTokens => {
             Some(Response::error(&Error::new(Kind::ServiceUnavailable, "Service is not ready")))
         }
         RouteId::AnthropicMessages | RouteId::AnthropicCountTokens | RouteId::AnthropicUnknown => {
@@ -141,6 +146,10 @@ pub fn openapi(routes: &Routes) -> Response {
                     "required": true,
                     "content": { "application/json": { "schema": { "type": "object" } } }
                 });
+            }
+            if r.id == RouteId::Responses {
+                op["requestBody"]["content"]["application/json"]["example"] =
+                    serde_json::json!({"model": "Qwen/Qwen3-0.6B", "input": "What is the capital of France?"});
             }
             if r.id == RouteId::Model {
                 op["parameters"] = serde_json::json!([{

@@ -18,6 +18,10 @@ pub enum RouteId {
     OpenApi,
     ChatCompletions,
     Completions,
+    /// `POST /v1/responses`.
+    Responses,
+    /// `POST /v1/responses/input_tokens`.
+    ResponsesInputTokens,
     /// `GET` / `POST /busy_threshold`.
     BusyThreshold,
     /// `POST /v1/messages` (`--enable-anthropic-api`).
@@ -80,6 +84,14 @@ impl Routes {
                 r(RouteId::OpenApi, "/openapi.json", GET, false, "This OpenAPI document"),
                 r(RouteId::ChatCompletions, &paths.chat, POST, true, "OpenAI chat completions"),
                 r(RouteId::Completions, &paths.completions, POST, true, "OpenAI completions"),
+                r(RouteId::Responses, &paths.responses, POST, true, "Create response"),
+                r(
+                    RouteId::ResponsesInputTokens,
+                    &format!("{}/input_tokens", paths.responses.trim_end_matches('/')),
+                    POST,
+                    true,
+                    "Count the input tokens of a response request",
+                ),
                 r(
                     RouteId::BusyThreshold,
                     "/busy_threshold",

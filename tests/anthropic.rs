@@ -241,6 +241,26 @@ fn a_tool_loop_as_claude_code_runs_it() {
     assert_eq!(v["content"], json!([{"type": "text", "text": "It is sunny."}]), "{v}");
     assert_eq!(v["stop_reason"], "end_turn");
     assert!(count(addr, &second) > count(addr, &first));
+
+    // tool_choice "any" (the model held to a list of calls) and a named tool (to the
+    // arguments): tool_use blocks, whole and streamed.
+    for (choice, script) in [
+        (json!({"type": "any"}), r#"[{"name": "get_weather", "parameters": {"location": "Paris"}}]"#),
+        (json!({"type": "tool", "name": "get_weather"}), r#"{"location": "Paris"}"#),
+    ] {
+        let mut forced = ask(script);
+        forced["tools"] = tools.clone();
+        forced["tool_choice"] = choice.clone();
+        let v = post(addr, "/v1/messages", &forced).json();
+        assert_eq!(v["stop_reason"], "tool_use", "{choice}: {v}");
+        let blocks = v["content"].as_array().unwrap();
+        assert_eq!(blocks.len(), 1, "{choice}: {v}");
+        assert_eq!((&blocks[0]["type"], &blocks[0]["input"]), (&json!("tool_use"), &json!({"location": "Paris"})));
+        forced["stream"] = json!(true);
+        let ev = events(addr, &forced);
+        let input = joined(&ev, "input_json_delta", "partial_json");
+        assert_eq!(serde_json::from_str::<Value>(&input).unwrap(), json!({"location": "Paris"}), "{choice}");
+    }
 }
 
 #[test]

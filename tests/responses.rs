@@ -326,4 +326,22 @@ fn a_codex_shaped_tool_loop() {
     assert_eq!(out.len(), 1, "{v}");
     assert_eq!(out[0]["content"][0]["text"], "It is sunny.");
     assert_eq!(v["status"], "completed");
+    // tool_choice "required" (the model held to a list of calls) and a named function (to
+    // the arguments): a function_call item, whole and streamed.
+    for (choice, script) in [
+        (json!("required"), r#"[{"name": "get_weather", "parameters": {"location": "Paris"}}]"#),
+        (json!({"type": "function", "name": "get_weather"}), r#"{"location": "Paris"}"#),
+    ] {
+        let body = json!({"model": "qwen3-mock", "input": format!("[[echo]]{script}[[/echo]]"), "tools": tools, "tool_choice": choice});
+        let v = post(&s, &body).json();
+        let out = v["output"].as_array().unwrap();
+        assert_eq!(out.len(), 1, "{choice}: {v}");
+        assert_eq!((&out[0]["type"], &out[0]["name"]), (&json!("function_call"), &json!("get_weather")), "{v}");
+        let args = serde_json::from_str::<Value>(out[0]["arguments"].as_str().unwrap()).unwrap();
+        assert_eq!(args, json!({"location": "Paris"}), "{choice}");
+        let mut streamed = body.clone();
+        streamed["stream"] = json!(true);
+        let ev = events(&post(&s, &streamed));
+        assert_eq!(ev.last().unwrap().1["response"]["output"][0]["type"], "function_call", "{choice}");
+    }
 }

@@ -47,7 +47,7 @@ fn ask(script: &str) -> Value {
 
 /// The events of a streamed answer: (name, data).
 fn events(addr: std::net::SocketAddr, body: &Value) -> Vec<(String, Value)> {
-    use std::io::{BufRead, Read, Write};
+    use std::io::{BufRead, Write};
     let body = body.to_string();
     let mut stream = std::net::TcpStream::connect(addr).unwrap();
     stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
@@ -73,18 +73,7 @@ fn events(addr: std::net::SocketAddr, body: &Value) -> Vec<(String, Value)> {
         }
     }
     assert!(content_type.contains("text/event-stream"), "{content_type}");
-    let mut raw = Vec::new();
-    loop {
-        line.clear();
-        r.read_line(&mut line).unwrap();
-        let n = usize::from_str_radix(line.trim(), 16).unwrap();
-        let mut chunk = vec![0u8; n + 2];
-        r.read_exact(&mut chunk).unwrap();
-        if n == 0 {
-            break;
-        }
-        raw.extend_from_slice(&chunk[..n]);
-    }
+    let raw = common::read_chunked(&mut r);
     let text = String::from_utf8(raw).unwrap();
     assert!(text.ends_with("\n\n"), "{text}");
     text.split("\n\n")

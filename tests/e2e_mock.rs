@@ -143,7 +143,7 @@ fn sse_events(addr: std::net::SocketAddr, body: &serde_json::Value) -> Vec<Strin
 
 /// [`sse_events`] for a request to `path`, with `headers` added.
 fn sse_events_at(addr: std::net::SocketAddr, path: &str, headers: &str, body: &serde_json::Value) -> Vec<String> {
-    use std::io::{BufRead, Read};
+    use std::io::BufRead;
     let mut r = open_at(addr, path, headers, body);
     let mut line = String::new();
     r.read_line(&mut line).unwrap();
@@ -155,18 +155,7 @@ fn sse_events_at(addr: std::net::SocketAddr, path: &str, headers: &str, body: &s
             break;
         }
     }
-    let mut raw = Vec::new();
-    loop {
-        line.clear();
-        r.read_line(&mut line).unwrap();
-        let n = usize::from_str_radix(line.trim(), 16).unwrap();
-        let mut chunk = vec![0u8; n + 2];
-        r.read_exact(&mut chunk).unwrap();
-        if n == 0 {
-            break;
-        }
-        raw.extend_from_slice(&chunk[..n]);
-    }
+    let raw = common::read_chunked(&mut r);
     let text = String::from_utf8(raw).unwrap();
     text.split("\n\n").filter(|e| !e.is_empty()).map(|e| e.strip_prefix("data: ").unwrap().to_string()).collect()
 }

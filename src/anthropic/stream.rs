@@ -10,8 +10,7 @@
 //! `ping` event is sent. The client going away (the receiver dropped) drops the generation,
 //! which cancels its worker. Runs in its own task on the request's shard.
 
-use std::future::{poll_fn, Future};
-use std::task::Poll;
+use crate::openai::answer::{next_or_quiet, Next, Quiet};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -154,7 +153,7 @@ pub(super) async fn stream(
     tx: local::Sender<Bytes>,
     keep_alive: Option<Duration>,
 ) {
-    let mut quiet = keep_alive.map(|d| (d, Box::pin(monoio::time::sleep(d))));
+    let mut quiet = Quiet::new(keep_alive);
     let mut out = Vec::with_capacity(512);
     start(&mut out, &meta, &gen);
     if tx.send(std::mem::take(&mut out).into()).is_err() {
@@ -165,26 +164,16 @@ pub(super) async fn stream(
     let mut blocks = Blocks { open: None, next: 0 };
     let mut ending = Ending::default();
     loop {
-        let next = poll_fn(|cx| match tx.poll_unless_closed(cx, |cx| gen.poll_next(cx)) {
-            Poll::Pending => match quiet.as_mut() {
-                Some((_, sleep)) => sleep.as_mut().poll(cx).map(|()| Some(None)),
-                None => Poll::Pending,
-            },
-            ready => ready.map(|e| e.map(Some)),
-        })
-        .await;
-        if let Some((after, sleep)) = quiet.as_mut() {
-            sleep.as_mut().reset(monoio::time::Instant::now() + *after);
-        }
+        let next = next_or_quiet(&mut gen, &tx, &mut quiet).await;
         let next = match next {
-            None => return, // dropping the generation counts the client gone and cancels it
-            Some(None) => {
+            Next::Gone => return, // dropping the generation counts the client gone and cancels it
+            Next::Quiet => {
                 if tx.send(Bytes::from_static(PING)).is_err() {
                     return;
                 }
                 continue;
             }
-            Some(Some(next)) => next,
+            Next::Event(next) => next,
         };
         let step = reader.step(next, &mut parsed);
         let end = match step {

@@ -267,6 +267,45 @@ pub async fn whole(shape: &Shape, mut gen: Generation) -> Result<Vec<u8>, Error>
     Ok(out)
 }
 
+/// A stream's keep-alive clock: it rings when the stream has been quiet for the interval.
+pub struct Quiet(Option<(Duration, std::pin::Pin<Box<monoio::time::Sleep>>)>);
+
+impl Quiet {
+    /// No clock without an interval (keep-alives off).
+    pub fn new(interval: Option<Duration>) -> Quiet {
+        Quiet(interval.map(|d| (d, Box::pin(monoio::time::sleep(d)))))
+    }
+}
+
+/// What a stream's task does next ([`next_or_quiet`]).
+pub enum Next {
+    /// The client left (its receiver's end wakes the task even while the worker is quiet):
+    /// drop the generation, which counts it gone and cancels its workers.
+    Gone,
+    /// Quiet for the keep-alive interval: send a keep-alive.
+    Quiet,
+    /// The next event, `None` at the generation's end.
+    Event(Option<Event>),
+}
+
+/// Wait for the generation's next event, the client leaving, or the keep-alive clock, and
+/// restart the clock.
+pub async fn next_or_quiet(gen: &mut Generation, tx: &local::Sender<Bytes>, quiet: &mut Quiet) -> Next {
+    let next = poll_fn(|cx| match tx.poll_unless_closed(cx, |cx| gen.poll_next(cx)) {
+        Poll::Pending => match quiet.0.as_mut() {
+            Some((_, sleep)) => sleep.as_mut().poll(cx).map(|()| Next::Quiet),
+            None => Poll::Pending,
+        },
+        Poll::Ready(None) => Poll::Ready(Next::Gone),
+        Poll::Ready(Some(e)) => Poll::Ready(Next::Event(e)),
+    })
+    .await;
+    if let Some((after, sleep)) = quiet.0.as_mut() {
+        sleep.as_mut().reset(monoio::time::Instant::now() + *after);
+    }
+    next
+}
+
 /// The SSE keep-alive: a comment with no text, as 1.6.1 sends it.
 const KEEP_ALIVE: &[u8] = b":\n\n";
 
@@ -274,7 +313,7 @@ const KEEP_ALIVE: &[u8] = b":\n\n";
 /// with `keep_alive`, a comment ([`KEEP_ALIVE`]) whenever the stream has been quiet that long.
 pub async fn stream(shape: Shape, mut gen: Generation, tx: local::Sender<Bytes>, keep_alive: Option<Duration>) {
     // Boxed (and reset after each event) only when keep-alives are asked for.
-    let mut quiet = keep_alive.map(|d| (d, Box::pin(monoio::time::sleep(d))));
+    let mut quiet = Quiet::new(keep_alive);
     let id = response_id(shape.api, &gen);
     let meta = Meta::new(&id, gen.created(), &shape.served.name);
     // A batch of prompts: each prompt's chunks carry `<id>-<prompt>` (the usage chunk the
@@ -294,27 +333,16 @@ pub async fn stream(shape: Shape, mut gen: Generation, tx: local::Sender<Bytes>,
     let mut out = Vec::with_capacity(chunk_capacity);
     let mut parsed = Parsed::default();
     loop {
-        // The client may leave while the worker is quiet: its receiver's end wakes this.
-        let next = poll_fn(|cx| match tx.poll_unless_closed(cx, |cx| gen.poll_next(cx)) {
-            Poll::Pending => match quiet.as_mut() {
-                Some((_, sleep)) => sleep.as_mut().poll(cx).map(|()| Some(None)),
-                None => Poll::Pending,
-            },
-            ready => ready.map(|e| e.map(Some)),
-        })
-        .await;
-        if let Some((after, sleep)) = quiet.as_mut() {
-            sleep.as_mut().reset(monoio::time::Instant::now() + *after);
-        }
+        let next = next_or_quiet(&mut gen, &tx, &mut quiet).await;
         let event = match next {
-            None => return, // dropping the generation counts the client gone and sends `kill`
-            Some(None) => {
+            Next::Gone => return, // dropping the generation counts the client gone and sends `kill`
+            Next::Quiet => {
                 if tx.send(Bytes::from_static(KEEP_ALIVE)).is_err() {
                     return;
                 }
                 continue;
             }
-            Some(Some(event)) => event,
+            Next::Event(event) => event,
         };
         let end = match event {
             Some(Event::Delta(d)) if shape.parsing.is_some() => {

@@ -199,6 +199,16 @@ fn ranks_name_a_worker(req: &crate::infer::InferRequest) -> Result<(), Error> {
 /// Count a request refused before it reached the driver, labelled with its model when that
 /// is served (as Dynamo).
 fn rejected(ctx: &Rc<ShardCtx>, api: Api, body: &[u8], e: &Error) {
+    let endpoint = match api {
+        Api::Chat => Endpoint::ChatCompletions,
+        Api::Completions => Endpoint::Completions,
+    };
+    rejected_body(ctx, endpoint, body, e);
+}
+
+/// Count a request of `endpoint` refused before it reached the driver, labelled with the model
+/// its body names when that is served, and with its `stream` flag.
+pub fn rejected_body(ctx: &Rc<ShardCtx>, endpoint: Endpoint, body: &[u8], e: &Error) {
     #[derive(serde::Deserialize)]
     struct Peek {
         model: Option<String>,
@@ -206,9 +216,5 @@ fn rejected(ctx: &Rc<ShardCtx>, api: Api, body: &[u8], e: &Error) {
     }
     let peek = serde_json::from_slice::<Peek>(body).ok();
     let stream = peek.as_ref().and_then(|p| p.stream).unwrap_or(false);
-    let endpoint = match api {
-        Api::Chat => Endpoint::ChatCompletions,
-        Api::Completions => Endpoint::Completions,
-    };
     crate::infer::rejected(ctx, endpoint, peek.as_ref().and_then(|p| p.model.as_deref()), stream, e);
 }

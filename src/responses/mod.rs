@@ -27,9 +27,8 @@ pub mod object;
 pub mod output;
 pub mod request;
 
-use std::future::{poll_fn, Future};
+use crate::openai::answer::{next_or_quiet, Next, Quiet};
 use std::rc::Rc;
-use std::task::Poll;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -112,14 +111,7 @@ pub async fn input_tokens(ctx: &Rc<ShardCtx>, body: &Bytes) -> Result<Vec<u8>, E
 
 /// Count a body refused before it ran, labelled with its model when that is served.
 fn rejected(ctx: &Rc<ShardCtx>, body: &[u8], e: &Error) {
-    #[derive(serde::Deserialize)]
-    struct Peek {
-        model: Option<String>,
-        stream: Option<bool>,
-    }
-    let peek = serde_json::from_slice::<Peek>(body).ok();
-    let stream = peek.as_ref().and_then(|p| p.stream).unwrap_or(false);
-    crate::infer::rejected(ctx, Endpoint::Responses, peek.as_ref().and_then(|p| p.model.as_deref()), stream, e);
+    crate::openai::serve::rejected_body(ctx, Endpoint::Responses, body, e);
 }
 
 /// One response on its way.
@@ -259,7 +251,7 @@ const KEEP_ALIVE: &[u8] = b":\n\n";
 /// Write the answer's events to `tx` until it ends or the client leaves; with `keep_alive`, a
 /// comment whenever the stream has been quiet that long.
 async fn stream(a: Answering, mut gen: Generation, tx: local::Sender<Bytes>, keep_alive: Option<Duration>) {
-    let mut quiet = keep_alive.map(|d| (d, Box::pin(monoio::time::sleep(d))));
+    let mut quiet = Quiet::new(keep_alive);
     let mut r = Reading::new(&a.parsers, true);
     let start = a.object(Status::InProgress, Vec::new(), None, None, true);
     r.items.event("response.created", json!({"response": start}));
@@ -272,28 +264,17 @@ async fn stream(a: Answering, mut gen: Generation, tx: local::Sender<Bytes>, kee
                 return;
             }
         }
-        // The client may leave while the worker is quiet: its receiver's end wakes this.
-        let next = poll_fn(|cx| match tx.poll_unless_closed(cx, |cx| gen.poll_next(cx)) {
-            Poll::Pending => match quiet.as_mut() {
-                Some((_, sleep)) => sleep.as_mut().poll(cx).map(|()| Some(None)),
-                None => Poll::Pending,
-            },
-            ready => ready.map(|e| e.map(Some)),
-        })
-        .await;
-        if let Some((after, sleep)) = quiet.as_mut() {
-            sleep.as_mut().reset(monoio::time::Instant::now() + *after);
-        }
+        let next = next_or_quiet(&mut gen, &tx, &mut quiet).await;
         let event = match next {
-            None => return, // dropping the generation counts the client gone and cancels it
-            Some(None) => {
+            Next::Gone => return, // dropping the generation counts the client gone and cancels it
+            Next::Quiet => {
                 if tx.send(Bytes::from_static(KEEP_ALIVE)).is_err() {
                     return;
                 }
                 continue;
             }
-            Some(Some(None)) => Err(Error::internal("the generation ended without an answer")),
-            Some(Some(Some(event))) => r.event(event),
+            Next::Event(None) => Err(Error::internal("the generation ended without an answer")),
+            Next::Event(Some(event)) => r.event(event),
         };
         match event {
             Ok(None) => continue,

@@ -245,3 +245,20 @@ pub fn spawn_listening(
     };
     (child, addr, lines)
 }
+
+/// A chunked HTTP/1.1 body read to its last chunk, after the head.
+pub fn read_chunked(r: &mut impl std::io::BufRead) -> Vec<u8> {
+    let mut raw = Vec::new();
+    let mut line = String::new();
+    loop {
+        line.clear();
+        r.read_line(&mut line).unwrap();
+        let n = usize::from_str_radix(line.trim(), 16).unwrap();
+        let mut chunk = vec![0u8; n + 2];
+        r.read_exact(&mut chunk).unwrap();
+        if n == 0 {
+            return raw;
+        }
+        raw.extend_from_slice(&chunk[..n]);
+    }
+}

@@ -129,98 +129,14 @@ pub fn gemma(s: &str, eof: bool) -> Step {
         let rest = inner.trim().strip_prefix("call:")?;
         let brace = rest.find('{')?;
         let name = rest[..brace].trim();
-        let mut p = Gemma { s: &rest[brace..] };
-        let args = p.value()?;
+        let mut p = Cursor { s: &rest[brace..] };
+        let args = p.gemma_value()?;
         if !p.s.trim().is_empty() || !args.is_object() || !is_name(name) {
             return None;
         }
         Some(Call { name: name.to_string(), arguments: args.to_string() })
     })();
     done(call.map(|c| vec![c]), len)
-}
-
-/// A reader of Gemma's values: bare keys, strings between `<|"|>`, JSON-like otherwise.
-struct Gemma<'a> {
-    s: &'a str,
-}
-
-impl Gemma<'_> {
-    fn ws(&mut self) {
-        self.s = self.s.trim_start();
-    }
-
-    fn eat(&mut self, t: &str) -> bool {
-        self.ws();
-        match self.s.strip_prefix(t) {
-            Some(r) => {
-                self.s = r;
-                true
-            }
-            None => false,
-        }
-    }
-
-    fn value(&mut self) -> Option<Value> {
-        self.ws();
-        if self.eat("{") {
-            let mut map = Map::new();
-            if self.eat("}") {
-                return Some(Value::Object(map));
-            }
-            loop {
-                let key = self.key()?;
-                if !self.eat(":") {
-                    return None;
-                }
-                map.insert(key, self.value()?);
-                if self.eat("}") {
-                    return Some(Value::Object(map));
-                }
-                if !self.eat(",") {
-                    return None;
-                }
-            }
-        }
-        if self.eat("[") {
-            let mut items = Vec::new();
-            if self.eat("]") {
-                return Some(Value::Array(items));
-            }
-            loop {
-                items.push(self.value()?);
-                if self.eat("]") {
-                    return Some(Value::Array(items));
-                }
-                if !self.eat(",") {
-                    return None;
-                }
-            }
-        }
-        if self.eat(GEMMA_QUOTE) {
-            let end = self.s.find(GEMMA_QUOTE)?;
-            let v = Value::String(self.s[..end].to_string());
-            self.s = &self.s[end + GEMMA_QUOTE.len()..];
-            return Some(v);
-        }
-        let end = self.s.find([',', '}', ']']).unwrap_or(self.s.len());
-        let word = self.s[..end].trim();
-        self.s = &self.s[end..];
-        scalar(word)
-    }
-
-    fn key(&mut self) -> Option<String> {
-        self.ws();
-        if self.eat(GEMMA_QUOTE) {
-            let end = self.s.find(GEMMA_QUOTE)?;
-            let k = self.s[..end].to_string();
-            self.s = &self.s[end + GEMMA_QUOTE.len()..];
-            return Some(k);
-        }
-        let end = self.s.find(':')?;
-        let k = self.s[..end].trim();
-        self.s = &self.s[end..];
-        (!k.is_empty()).then(|| k.to_string())
-    }
 }
 
 /// A bare word as a JSON value: numbers, booleans, null (and Python's spellings).
@@ -241,7 +157,7 @@ pub fn pythonic(s: &str, eof: bool) -> Step {
     let Some(n) = python_end(s) else {
         return if eof { Step::Fail { len: s.len() } } else { Step::Need };
     };
-    let mut p = Py { s: &s[1..n - 1] };
+    let mut p = Cursor { s: &s[1..n - 1] };
     let mut calls = Vec::new();
     let parsed = (|| loop {
         p.ws();
@@ -264,7 +180,7 @@ pub fn pythonic(s: &str, eof: bool) -> Step {
                     return None;
                 }
                 p.s = &p.s[eq + 1..];
-                args.insert(key.to_string(), p.value()?);
+                args.insert(key.to_string(), p.py_value()?);
                 if p.eat(")") {
                     break;
                 }
@@ -282,12 +198,13 @@ pub fn pythonic(s: &str, eof: bool) -> Step {
     done(parsed.map(|()| calls), n)
 }
 
-/// A reader of Python literals.
-struct Py<'a> {
+/// A reader of the literals in a call's text: Gemma's values (bare keys, strings between
+/// `<|"|>`, JSON-like otherwise) and Python's.
+struct Cursor<'a> {
     s: &'a str,
 }
 
-impl Py<'_> {
+impl Cursor<'_> {
     fn ws(&mut self) {
         self.s = self.s.trim_start();
     }
@@ -303,17 +220,83 @@ impl Py<'_> {
         }
     }
 
-    fn value(&mut self) -> Option<Value> {
+    // Gemma's values.
+
+    fn gemma_value(&mut self) -> Option<Value> {
+        self.ws();
+        if self.eat("{") {
+            let mut map = Map::new();
+            if self.eat("}") {
+                return Some(Value::Object(map));
+            }
+            loop {
+                let key = self.gemma_key()?;
+                if !self.eat(":") {
+                    return None;
+                }
+                map.insert(key, self.gemma_value()?);
+                if self.eat("}") {
+                    return Some(Value::Object(map));
+                }
+                if !self.eat(",") {
+                    return None;
+                }
+            }
+        }
+        if self.eat("[") {
+            let mut items = Vec::new();
+            if self.eat("]") {
+                return Some(Value::Array(items));
+            }
+            loop {
+                items.push(self.gemma_value()?);
+                if self.eat("]") {
+                    return Some(Value::Array(items));
+                }
+                if !self.eat(",") {
+                    return None;
+                }
+            }
+        }
+        if self.eat(GEMMA_QUOTE) {
+            let end = self.s.find(GEMMA_QUOTE)?;
+            let v = Value::String(self.s[..end].to_string());
+            self.s = &self.s[end + GEMMA_QUOTE.len()..];
+            return Some(v);
+        }
+        let end = self.s.find([',', '}', ']']).unwrap_or(self.s.len());
+        let word = self.s[..end].trim();
+        self.s = &self.s[end..];
+        scalar(word)
+    }
+
+    fn gemma_key(&mut self) -> Option<String> {
+        self.ws();
+        if self.eat(GEMMA_QUOTE) {
+            let end = self.s.find(GEMMA_QUOTE)?;
+            let k = self.s[..end].to_string();
+            self.s = &self.s[end + GEMMA_QUOTE.len()..];
+            return Some(k);
+        }
+        let end = self.s.find(':')?;
+        let k = self.s[..end].trim();
+        self.s = &self.s[end..];
+        (!k.is_empty()).then(|| k.to_string())
+    }
+
+    // Python's literals.
+
+    fn py_value(&mut self) -> Option<Value> {
         self.ws();
         let first = self.s.chars().next()?;
         match first {
-            '\'' | '"' => self.string(first).map(Value::String),
+            '\'' | '"' => self.py_string(first).map(Value::String),
             '[' | '(' => {
                 let close = if first == '[' { "]" } else { ")" };
                 self.s = &self.s[1..];
                 let mut items = Vec::new();
                 while !self.eat(close) {
-                    items.push(self.value()?);
+                    items.push(self.py_value()?);
                     if !self.eat(",") && !self.s.trim_start().starts_with(close) {
                         return None;
                     }
@@ -324,14 +307,14 @@ impl Py<'_> {
                 self.s = &self.s[1..];
                 let mut map = Map::new();
                 while !self.eat("}") {
-                    let key = match self.value()? {
+                    let key = match self.py_value()? {
                         Value::String(k) => k,
                         other => other.to_string(),
                     };
                     if !self.eat(":") {
                         return None;
                     }
-                    map.insert(key, self.value()?);
+                    map.insert(key, self.py_value()?);
                     if !self.eat(",") && !self.s.trim_start().starts_with('}') {
                         return None;
                     }
@@ -347,7 +330,7 @@ impl Py<'_> {
         }
     }
 
-    fn string(&mut self, quote: char) -> Option<String> {
+    fn py_string(&mut self, quote: char) -> Option<String> {
         let mut out = String::new();
         let mut chars = self.s[1..].char_indices();
         while let Some((i, c)) = chars.next() {

@@ -284,6 +284,19 @@ fn failures_are_anthropic_errors_with_their_status() {
     let mut tool = ask("x");
     tool["messages"][0]["content"] = json!([{"type": "tool_use", "id": "t", "name": "f", "input": {}}]);
     check(post(addr, "/v1/messages", &tool), 400, "invalid_request_error", "tool_use");
+    // A client's tool_use whose input is not an object, and a tool without a schema.
+    let mut bad_input = ask("x");
+    bad_input["messages"] = json!([{"role": "user", "content": "x"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "f", "input": "{not json"}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "ok"}]}]);
+    check(post(addr, "/v1/messages", &bad_input), 400, "invalid_request_error", "input");
+    let mut bad_tool = ask("x");
+    bad_tool["tools"] = json!([{"name": "f"}]);
+    check(post(addr, "/v1/messages", &bad_tool), 400, "invalid_request_error", "input_schema");
+    // Unknown fields are ignored, as Anthropic's API ignores them.
+    let mut extra = ask("Hi");
+    extra["bogus_field"] = json!({"x": 1});
+    assert_eq!(post(addr, "/v1/messages", &extra).status, 200);
     let mut hot = ask("x");
     hot["temperature"] = json!(5);
     check(post(addr, "/v1/messages", &hot), 400, "invalid_request_error", "Temperature");

@@ -120,4 +120,13 @@ fn malformed_calls_and_prose_tags_come_back_as_content() {
         }
         assert_eq!(content, text);
     }
+    // A named tool answered with prose: content and `stop`, as 1.6.1 answers it (the
+    // request fidelity run records 1.6.1 doing so).
+    let whole: serde_json::Value = serde_json::from_str(&ask(&s, false, NAME_IT, " Hello world")).unwrap();
+    assert_eq!(whole["choices"][0]["message"]["content"], " Hello world", "{whole}");
+    assert!(whole["choices"][0]["message"].get("tool_calls").is_none(), "{whole}");
+    assert_eq!(whole["choices"][0]["finish_reason"], "stop");
+    let streamed = ask(&s, true, NAME_IT, " Hello world");
+    assert!(!streamed.contains("tool_calls"), "{streamed}");
+    assert!(streamed.contains(r#""finish_reason":"stop""#), "{streamed}");
 }

@@ -49,8 +49,9 @@ fn not_found(model: &str, e: Error) -> Error {
     }
 }
 
-/// Answer one `/v1/messages` request.
-pub async fn messages(ctx: &Rc<ShardCtx>, body: &Bytes) -> Result<Answer, Error> {
+/// Answer one `/v1/messages` request; `session`: the session its headers name (Claude Code's
+/// `x-claude-code-session-id` among them), with session affinity on.
+pub async fn messages(ctx: &Rc<ShardCtx>, body: &Bytes, session: Option<Rc<str>>) -> Result<Answer, Error> {
     let config = &ctx.shared.config;
     let parsed = request::parse(body);
     let (model, stream) = match &parsed {
@@ -69,7 +70,7 @@ pub async fn messages(ctx: &Rc<ShardCtx>, body: &Bytes) -> Result<Answer, Error>
             return Err(e);
         }
     };
-    let run = crate::openai::serve::run_chat(ctx, chat, &json, Endpoint::AnthropicMessages)
+    let run = crate::openai::serve::run_chat(ctx, chat, &json, Endpoint::AnthropicMessages, session)
         .await
         .map_err(|e| not_found(&r.model, e))?;
     let meta = answer::Meta { id: answer::new_id("msg_"), model: r.model, stops: r.stop_sequences.unwrap_or_default() };

@@ -10,7 +10,6 @@
 //! `ping` event is sent. The client going away (the receiver dropped) drops the generation,
 //! which cancels its worker. Runs in its own task on the request's shard.
 
-use crate::openai::answer::{next_or_quiet, Next, Quiet};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -19,6 +18,7 @@ use serde_json::{json, Value};
 use super::answer::{call_input, new_id, usage_json, Ending, Meta, Reader, Step};
 use crate::error::Error;
 use crate::infer::{Generation, Usage};
+use crate::openai::answer::{next_or_quiet, Next, Quiet};
 use crate::parsers::{Out, Spec};
 use crate::shard::local;
 

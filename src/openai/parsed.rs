@@ -19,7 +19,7 @@ use smallvec::SmallVec;
 use super::answer::{render_logprobs, Api};
 use super::response::{self as body, Meta};
 use crate::infer::{Finish, TokenLogprob};
-use crate::parsers::forced::{Forced, Piece};
+use crate::parsers::forced::{is_arguments, Forced, Piece};
 use crate::parsers::{Call, Out, Parse, Parsers};
 
 /// How a chat answer is parsed.
@@ -46,6 +46,8 @@ impl Parsing {
 pub(super) struct ChoiceParse {
     parse: Parse,
     forced: Option<Forced>,
+    /// The forced call is a named tool's.
+    named: bool,
     out: Out,
     pieces: Vec<Piece>,
     /// Deltas that left the text in reasoning (1.6.1's `reasoning_tokens`).
@@ -68,6 +70,7 @@ impl ChoiceParse {
         ChoiceParse {
             parse: Parse::new(parsers),
             forced: p.forced.clone().map(Forced::new),
+            named: matches!(p.forced, Some(Some(_))),
             out: Out::default(),
             pieces: Vec::new(),
             reasoning_deltas: 0,
@@ -90,16 +93,22 @@ impl ChoiceParse {
         if let Some(forced) = self.forced.as_mut() {
             let content = std::mem::take(&mut self.out.content);
             forced.push(&content, &mut self.pieces);
+            forced.finish(&mut self.pieces);
             let mut calls: Vec<Call> = Vec::new();
             for piece in self.pieces.drain(..) {
                 match piece {
                     Piece::Start { name, args, .. } => calls.push(Call { name, arguments: args }),
                     Piece::Args { index, args } => calls[index as usize].arguments.push_str(&args),
                     Piece::End { .. } => {}
+                    Piece::Text(t) => self.out.content.push_str(&t),
                 }
             }
+            // A named tool's answer that is not an object is the model's text, as in 1.6.1.
+            if self.named && calls.first().is_some_and(|c| !is_arguments(&c.arguments)) {
+                self.out.content = calls.remove(0).arguments;
+            }
             match calls.is_empty() {
-                true => self.out.content = forced.unplaced(),
+                true => self.out.content.push_str(&forced.unplaced()),
                 false => self.out.calls = calls,
             }
         }
@@ -153,6 +162,15 @@ impl ChoiceParse {
             // The model's text is the calls; an answer that made none keeps its text.
             forced.push(content, &mut self.pieces);
             content.clear();
+            if end {
+                forced.finish(&mut self.pieces);
+            }
+            for piece in &self.pieces {
+                if let Piece::Text(t) = piece {
+                    content.push_str(t);
+                }
+            }
+            self.pieces.retain(|p| !matches!(p, Piece::Text(_)));
             if end && forced.calls() == 0 {
                 content.push_str(&forced.unplaced());
             }
@@ -188,7 +206,7 @@ impl ChoiceParse {
             let (index, start, args) = match piece {
                 Piece::Start { index, name, args } => (index, Some(name), args),
                 Piece::Args { index, args } => (index, None, args),
-                Piece::End { .. } => continue,
+                Piece::End { .. } | Piece::Text(_) => continue,
             };
             let role = !std::mem::replace(&mut self.role_sent, true);
             let id = start.as_ref().map(|_| body::call_id());

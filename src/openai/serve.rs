@@ -94,12 +94,14 @@ pub struct ChatRun {
 }
 
 /// Run an already parsed and validated chat request; `body` is the JSON it stands for (what a
-/// Text model's worker is sent). A refusal is counted under `endpoint`.
+/// Text model's worker is sent), `session` the session its headers name (session affinity
+/// on). A refusal is counted under `endpoint`.
 pub async fn run_chat(
     ctx: &Rc<ShardCtx>,
     r: Box<super::NvCreateChatCompletionRequest>,
     body: &Bytes,
     endpoint: Endpoint,
+    session: Option<Rc<str>>,
 ) -> Result<ChatRun, Error> {
     let tool_use = ToolUse::of(&r);
     let model = r.model.clone();
@@ -112,6 +114,7 @@ pub async fn run_chat(
         }
     };
     req.endpoint = endpoint;
+    req.session = session;
     let stream = req.stream;
     let gen = crate::infer::run(ctx, &mut req).await?;
     let parsers =

@@ -13,6 +13,15 @@ pub enum Piece {
     Args { index: u32, args: String },
     /// Call `index`'s arguments are complete.
     End { index: u32 },
+    /// Text that is no call: a named tool's answer that does not open a JSON object (1.6.1
+    /// answers it as content).
+    Text(String),
+}
+
+/// Whether a named tool's answer is its arguments: a JSON object (1.6.1 makes no call of
+/// anything else).
+pub fn is_arguments(text: &str) -> bool {
+    serde_json::from_str::<serde_json::Value>(text).is_ok_and(|v| v.is_object())
 }
 
 /// One choice's forced calls.
@@ -27,6 +36,8 @@ pub struct Forced {
     /// `"required"`: the name of the call whose arguments begin with the next piece.
     starting: Option<String>,
     calls: u32,
+    /// A named tool's answer that does not open an object: text, not a call.
+    text: bool,
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -39,7 +50,7 @@ struct Value {
 impl Forced {
     /// `named`: the tool `tool_choice` names, or `None` for `"required"`.
     pub fn new(named: Option<String>) -> Forced {
-        Forced { named, buf: String::new(), value: None, starting: None, calls: 0 }
+        Forced { named, buf: String::new(), value: None, starting: None, calls: 0, text: false }
     }
 
     /// The next piece of the model's text (its content), as call pieces.
@@ -48,11 +59,23 @@ impl Forced {
             return;
         }
         if let Some(name) = &self.named {
-            out.push(match self.calls {
-                0 => Piece::Start { index: 0, name: name.clone(), args: text.to_string() },
-                _ => Piece::Args { index: 0, args: text.to_string() },
-            });
-            self.calls = 1;
+            if self.text {
+                out.push(Piece::Text(text.to_string()));
+            } else if self.calls > 0 {
+                out.push(Piece::Args { index: 0, args: text.to_string() });
+            } else {
+                // Whether the answer opens an object shows at its first non-space character.
+                self.buf.push_str(text);
+                let Some(first) = self.buf.trim_start().chars().next() else { return };
+                let held = std::mem::take(&mut self.buf);
+                if first == '{' {
+                    out.push(Piece::Start { index: 0, name: name.clone(), args: held });
+                    self.calls = 1;
+                } else {
+                    out.push(Piece::Text(held));
+                    self.text = true;
+                }
+            }
             return;
         }
         let mut rest = text;
@@ -114,6 +137,8 @@ impl Forced {
     pub fn finish(&mut self, out: &mut Vec<Piece>) {
         if self.named.is_some() && self.calls > 0 {
             out.push(Piece::End { index: 0 });
+        } else if self.named.is_some() && !self.buf.is_empty() {
+            out.push(Piece::Text(std::mem::take(&mut self.buf)));
         }
     }
 
@@ -166,7 +191,7 @@ mod tests {
             match p {
                 Piece::Start { name, args, .. } => calls.push((name, args)),
                 Piece::Args { index, args } => calls[index as usize].1.push_str(&args),
-                Piece::End { .. } => {}
+                Piece::End { .. } | Piece::Text(_) => {}
             }
         }
         calls
@@ -225,6 +250,14 @@ mod tests {
         assert!(out.calls.is_empty());
         parse.finish(&mut out);
         assert_eq!((out.calls[0].name.as_str(), out.calls[0].arguments.as_str()), ("f", r#"{"a": 2}"#));
+        // A named tool's answer that is not an object is text, as 1.6.1 answers it.
+        for text in [" Hello world", "{oops"] {
+            let mut parse = Parse::of(&named);
+            let mut out = Out::default();
+            parse.push(text, &mut out);
+            parse.finish(&mut out);
+            assert_eq!((out.content.as_str(), out.calls.len()), (text, 0));
+        }
         // A "required" answer that wrote no call keeps its text.
         let mut parse = Parse::of(&Spec { parsers: Parsers::default(), forced: Some(None) });
         let mut out = Out::default();

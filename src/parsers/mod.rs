@@ -80,6 +80,7 @@ pub struct Parse {
 /// Calls forced by `tool_choice`, assembled whole from their pieces.
 #[derive(Debug)]
 struct ForcedCalls {
+    named: bool,
     forced: forced::Forced,
     pieces: Vec<forced::Piece>,
     open: Vec<Call>,
@@ -95,7 +96,12 @@ impl ForcedCalls {
                         c.arguments.push_str(&args);
                     }
                 }
-                forced::Piece::End { .. } => out.calls.extend(self.open.pop()),
+                forced::Piece::End { .. } => match self.open.pop() {
+                    // A named tool's answer that is not an object is the model's text.
+                    Some(c) if self.named && !forced::is_arguments(&c.arguments) => out.content.push_str(&c.arguments),
+                    c => out.calls.extend(c),
+                },
+                forced::Piece::Text(t) => out.content.push_str(&t),
             }
         }
     }
@@ -116,7 +122,12 @@ impl Parse {
     pub fn of(spec: &Spec) -> Parse {
         let Some(named) = spec.forced.clone() else { return Parse::new(spec.parsers) };
         let mut parse = Parse::new(Parsers { tools: None, ..spec.parsers });
-        parse.forced = Some(ForcedCalls { forced: forced::Forced::new(named), pieces: Vec::new(), open: Vec::new() });
+        parse.forced = Some(ForcedCalls {
+            named: named.is_some(),
+            forced: forced::Forced::new(named),
+            pieces: Vec::new(),
+            open: Vec::new(),
+        });
         parse
     }
 

@@ -27,7 +27,6 @@ pub mod object;
 pub mod output;
 pub mod request;
 
-use crate::openai::answer::{next_or_quiet, Next, Quiet};
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -37,14 +36,16 @@ use serde_json::{json, Value};
 use crate::error::{Error, Kind};
 use crate::infer::{Event, Finish, Generation};
 use crate::metrics::Endpoint;
+use crate::openai::answer::{next_or_quiet, Next, Quiet};
 pub use crate::openai::serve::Answer;
 use crate::parsers::{Out, Parse, Spec};
 use crate::shard::{local, ShardCtx};
 use object::{Echo, State, Status};
 use output::Items;
 
-/// Answer one `/v1/responses` body.
-pub async fn serve(ctx: &Rc<ShardCtx>, body: &Bytes) -> Result<Answer, Error> {
+/// Answer one `/v1/responses` body; `session`: the session its headers name, with session
+/// affinity on.
+pub async fn serve(ctx: &Rc<ShardCtx>, body: &Bytes, session: Option<Rc<str>>) -> Result<Answer, Error> {
     let (echo, chat, chat_body) = match prepare(body) {
         Ok(x) => x,
         Err(e) => {
@@ -52,7 +53,7 @@ pub async fn serve(ctx: &Rc<ShardCtx>, body: &Bytes) -> Result<Answer, Error> {
             return Err(e);
         }
     };
-    let run = crate::openai::serve::run_chat(ctx, chat, &chat_body, Endpoint::Responses).await?;
+    let run = crate::openai::serve::run_chat(ctx, chat, &chat_body, Endpoint::Responses, session).await?;
     let id = object::new_id("resp_");
     let created = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let answer = Answering { echo, id, created, parsers: run.parsers };

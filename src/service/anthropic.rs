@@ -22,13 +22,15 @@ pub fn error(e: &Error) -> Response {
 /// Serve one request of an Anthropic route; errors are already rendered.
 pub async fn handle(ctx: &Rc<ShardCtx>, route: RouteId, req: &Request) -> Response {
     match route {
-        RouteId::AnthropicMessages => match anthropic::messages(ctx, &req.body).await {
-            Ok(Answer::Json(body)) => Response::json(200, body),
-            Ok(Answer::Stream(rx)) => Response::stream(200, "text/event-stream", rx)
-                .with_header("cache-control", "no-cache")
-                .with_cut(anthropic::SHUTTING_DOWN),
-            Err(e) => error(&e),
-        },
+        RouteId::AnthropicMessages => {
+            match anthropic::messages(ctx, &req.body, super::inference::session(ctx, req)).await {
+                Ok(Answer::Json(body)) => Response::json(200, body),
+                Ok(Answer::Stream(rx)) => Response::stream(200, "text/event-stream", rx)
+                    .with_header("cache-control", "no-cache")
+                    .with_cut(anthropic::SHUTTING_DOWN),
+                Err(e) => error(&e),
+            }
+        }
         RouteId::AnthropicCountTokens => match anthropic::count_tokens(ctx, &req.body).await {
             Ok(body) => Response::json(200, body),
             Err(e) => {

@@ -21,11 +21,7 @@ pub async fn handle(ctx: &Rc<ShardCtx>, route: RouteId, req: &Request) -> Respon
         RouteId::Completions => Api::Completions,
         _ => Api::Chat,
     };
-    let session = match ctx.sessions.enabled() {
-        true => session_id(|name| req.header(name)).map(std::rc::Rc::from),
-        false => None,
-    };
-    match serve(ctx, api, &req.body, pinned_worker(req), session).await {
+    match serve(ctx, api, &req.body, pinned_worker(req), session(ctx, req)).await {
         Ok(Answer::Json(body)) => Response::json(200, body),
         Ok(Answer::Stream(rx)) => Response::stream(200, "text/event-stream", rx)
             .with_header("cache-control", "no-cache")
@@ -37,7 +33,7 @@ pub async fn handle(ctx: &Rc<ShardCtx>, route: RouteId, req: &Request) -> Respon
 
 /// Serve one `/v1/responses` request; errors are already counted by the adapter and driver.
 pub async fn responses(ctx: &Rc<ShardCtx>, req: &Request) -> Response {
-    match crate::responses::serve(ctx, &req.body).await {
+    match crate::responses::serve(ctx, &req.body, session(ctx, req)).await {
         Ok(Answer::Json(body)) => Response::json(200, body),
         Ok(Answer::Stream(rx)) => {
             Response::stream(200, "text/event-stream", rx).with_header("cache-control", "no-cache")
@@ -52,6 +48,14 @@ pub async fn input_tokens(ctx: &Rc<ShardCtx>, req: &Request) -> Response {
     match crate::responses::input_tokens(ctx, &req.body).await {
         Ok(body) => Response::json(200, body),
         Err(e) => Response::error(&e),
+    }
+}
+
+/// The session a request's headers name, when session affinity is on.
+pub fn session(ctx: &ShardCtx, req: &Request) -> Option<Rc<str>> {
+    match ctx.sessions.enabled() {
+        true => session_id(|name| req.header(name)).map(Rc::from),
+        false => None,
     }
 }
 

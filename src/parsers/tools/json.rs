@@ -65,9 +65,11 @@ pub fn complete(j: &Json, s: &str, open: Open, eof: bool) -> Step {
     let lead = body.len() - body.trim_start().len();
     let b = &body[lead..];
     // Where the closing marker is, for text that is not the JSON the marker promised.
+    // Text that is not the promised JSON: with an open end the marker alone is content (what
+    // follows is read again); else the text up to the closing marker, once it shows.
     let not_a_call = || match super::scan::first_of(body, &ends) {
+        _ if open_end => Step::Fail { len: marker.len() },
         Some((at, e)) => Step::Fail { len: marker.len() + at + e.len() },
-        None if open_end => Step::Fail { len: marker.len() },
         None if eof => Step::Fail { len: s.len() },
         None => Step::Need,
     };

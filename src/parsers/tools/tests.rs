@@ -73,3 +73,100 @@ fn the_families() {
     assert_eq!(whole("hermes", r#"Use {"name": "x"} here"#).1, vec![]);
     assert_eq!(whole("hermes", r#"see [TOOL_CALLS][{"name": "f", "arguments": {}}]"#).1, vec![]);
 }
+
+/// Random texts made of every family's markers, JSON and Python fragments and prose: no
+/// parser panics, and each answers the same whole and split per character.
+#[test]
+fn random_texts_never_panic_and_never_depend_on_the_split() {
+    const PARTS: &[&str] = &[
+        "<tool_call>",
+        "</tool_call>",
+        "<TOOLCALL>",
+        "</TOOLCALL>",
+        "<|python_tag|>",
+        "[TOOL_CALLS]",
+        "[ARGS]",
+        "functools",
+        "<tool_calls>",
+        "</tool_calls>",
+        "{",
+        "}",
+        "[",
+        "]",
+        "(",
+        ")",
+        "\"",
+        "'",
+        "\\",
+        ":",
+        ",",
+        "=",
+        "{\"name\": \"f\", \"arguments\": {\"a\": 1}}",
+        "f(a='x')",
+        "<function=f>",
+        "</function>",
+        "<parameter=a>",
+        "</parameter>",
+        "<minimax:tool_call>",
+        "<invoke name=\"f\">",
+        "</invoke>",
+        "<parameter name=\"a\">",
+        "<｜DSML｜tool_calls>",
+        "<｜DSML｜invoke name=\"f\">",
+        "</｜DSML｜invoke>",
+        "<arg_key>",
+        "</arg_key>",
+        "<arg_value>",
+        "</arg_value>",
+        "<|tool_calls_section_begin|>",
+        "<|tool_call_begin|>",
+        "functions.f:0",
+        "<|tool_call_argument_begin|>",
+        "<|tool_call_end|>",
+        "<|tool_call>",
+        "call:f",
+        "<|\"|>",
+        "<tool_call|>",
+        "<|channel|>",
+        "analysis",
+        "final",
+        "commentary to=functions.f",
+        "<|message|>",
+        "<|end|>",
+        "<|call|>",
+        "<|start|>",
+        "<｜tool▁calls▁begin｜>",
+        "<｜tool▁call▁begin｜>",
+        "<｜tool▁sep｜>",
+        "<｜tool▁call▁end｜>",
+        "<｜tool▁calls▁end｜>",
+        "```json\n",
+        "\n",
+        " ",
+        "é",
+        "☃",
+        "text",
+    ];
+    let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    for _ in 0..400 {
+        let n = (next() % 12) as usize + 1;
+        let text: String = (0..n).map(|_| PARTS[(next() % PARTS.len() as u64) as usize]).collect();
+        for name in NAMES {
+            let want = whole(name, &text);
+            let mut j = Jail::new(format_of(name).unwrap());
+            let mut out = Out::default();
+            for ch in text.chars() {
+                j.push(ch.encode_utf8(&mut [0; 4]), &mut out);
+            }
+            j.finish(&mut out);
+            let got = (out.content, out.calls.into_iter().map(|c| (c.name, c.arguments)).collect(), out.reasoning);
+            assert_eq!(got, want, "{name} {text:?}");
+        }
+    }
+}

@@ -24,10 +24,7 @@ source scripts/real-dynamo-env.sh
 [ "${1:-}" = --inside ] || bash scripts/fetch-models.sh gptoss >/dev/null
 enter_loopback_namespace "$0" "$@"
 scratch_dir
-unset DYN_FILE_KV
-export TMPDIR="$WORK/tmp"
-mkdir -p "$TMPDIR"
-STORE="$TMPDIR/dynamo_store_kv"
+default_file_store
 PORT=18493
 GPTOSS_DIR=$(dirname "$MODEL_DIR")/gptoss
 CLIENT=(env PYTHONUNBUFFERED=1 "$PY" scripts/interop_openai_client.py)

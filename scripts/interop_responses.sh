@@ -17,10 +17,7 @@ cd "$(dirname "$0")/.."
 source scripts/real-dynamo-env.sh
 enter_loopback_namespace "$0" "$@"
 scratch_dir
-unset DYN_FILE_KV
-export TMPDIR="$WORK/tmp"
-mkdir -p "$TMPDIR"
-STORE="$TMPDIR/dynamo_store_kv"
+default_file_store
 PORT=18497
 
 fail() { # message log...: the message and the last lines of the logs

@@ -30,6 +30,15 @@ model_listed() {
   return 1
 }
 
+# `default_file_store`: Dynamo's default file store under a private TMPDIR (no DYN_FILE_KV,
+# as a new user runs it): sets TMPDIR and STORE (call after scratch_dir).
+default_file_store() {
+  unset DYN_FILE_KV
+  export TMPDIR="$WORK/tmp"
+  mkdir -p "$TMPDIR"
+  STORE="$TMPDIR/dynamo_store_kv"
+}
+
 # `qwen3_listed PORT`: model_listed PORT qwen3.
 qwen3_listed() { model_listed "$1" qwen3; }
 

@@ -1,11 +1,25 @@
 use super::*;
 
-fn whole(name: &str, text: &str) -> (String, Vec<(String, String)>, String) {
+type Answer = (String, Vec<(String, String)>, String);
+
+/// Parser `name`'s answer to `pieces`, fed one after the other.
+fn pieces<'a>(name: &str, pieces: impl IntoIterator<Item = &'a str>) -> Answer {
     let mut j = Jail::new(format_of(name).unwrap());
     let mut out = Out::default();
-    j.push(text, &mut out);
+    for p in pieces {
+        j.push(p, &mut out);
+    }
     j.finish(&mut out);
     (out.content, out.calls.into_iter().map(|c| (c.name, c.arguments)).collect(), out.reasoning)
+}
+
+fn whole(name: &str, text: &str) -> Answer {
+    pieces(name, [text])
+}
+
+/// `text` one character at a time.
+fn chars(text: &str) -> impl Iterator<Item = &str> {
+    text.char_indices().map(|(i, c)| &text[i..i + c.len_utf8()])
 }
 
 #[test]
@@ -37,22 +51,9 @@ fn every_split_of_a_text_gives_the_same_answer() {
     for (name, text) in texts {
         let want = whole(name, text);
         for (at, _) in text.char_indices() {
-            let mut j = Jail::new(format_of(name).unwrap());
-            let mut out = Out::default();
-            j.push(&text[..at], &mut out);
-            j.push(&text[at..], &mut out);
-            j.finish(&mut out);
-            let got = (out.content, out.calls.into_iter().map(|c| (c.name, c.arguments)).collect(), out.reasoning);
-            assert_eq!(got, want, "{name} {text:?} cut at {at}");
+            assert_eq!(pieces(name, [&text[..at], &text[at..]]), want, "{name} {text:?} cut at {at}");
         }
-        let mut j = Jail::new(format_of(name).unwrap());
-        let mut out = Out::default();
-        for ch in text.chars() {
-            j.push(ch.encode_utf8(&mut [0; 4]), &mut out);
-        }
-        j.finish(&mut out);
-        let got = (out.content, out.calls.into_iter().map(|c| (c.name, c.arguments)).collect(), out.reasoning);
-        assert_eq!(got, want, "{name} {text:?} per character");
+        assert_eq!(pieces(name, chars(text)), want, "{name} {text:?} per character");
     }
 }
 
@@ -158,15 +159,7 @@ fn random_texts_never_panic_and_never_depend_on_the_split() {
         let n = (next() % 12) as usize + 1;
         let text: String = (0..n).map(|_| PARTS[(next() % PARTS.len() as u64) as usize]).collect();
         for name in NAMES {
-            let want = whole(name, &text);
-            let mut j = Jail::new(format_of(name).unwrap());
-            let mut out = Out::default();
-            for ch in text.chars() {
-                j.push(ch.encode_utf8(&mut [0; 4]), &mut out);
-            }
-            j.finish(&mut out);
-            let got = (out.content, out.calls.into_iter().map(|c| (c.name, c.arguments)).collect(), out.reasoning);
-            assert_eq!(got, want, "{name} {text:?}");
+            assert_eq!(pieces(name, chars(&text)), whole(name, &text), "{name} {text:?}");
         }
     }
 }

@@ -12,6 +12,7 @@
 //! | [`infer`] | the one driver: resolve → preprocess → route/dispatch → postprocess; typed events; the tracker | shards |
 //! | [`tokenize`] | model files, HF-exact chat templates, tokenizer, detokenizer, stop handling | shards (+ helper thread) |
 //! | [`router`] | the per-shard worker choice; the kv index replica and selection | shards |
+//! | [`tls`] | PEM files → rustls configurations (HTTPS, mutual TLS), certificate reloading | main / reload thread; handshakes on shards |
 //! | [`transport`] | the request-plane client and call-back listener (sockets) | shards |
 //! | [`plane`] | Dynamo's wire formats: frames, payloads, items, KV event messages (no I/O) | any |
 //! | [`metrics`] | per-shard collectors, merged at scrape time; Prometheus text | shards |
@@ -52,6 +53,7 @@ pub mod responses;
 pub mod router;
 pub mod service;
 pub mod shard;
+pub mod tls;
 pub mod tokenize;
 pub mod transport;
 pub mod util;

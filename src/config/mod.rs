@@ -200,6 +200,8 @@ pub struct Config {
     pub grpc_metrics_port: u16,
     /// HTTP/2 settings (`DYN_GRPC_INITIAL_{CONNECTION,STREAM}_WINDOW_SIZE`).
     pub h2: settings::Settings,
+    /// HTTPS on `--http-port` (`--tls-cert-path` …); `None`: plain HTTP.
+    pub tls: Option<settings::TlsFiles>,
 }
 
 /// A configuration that cannot start: the message and the exit code.
@@ -375,6 +377,14 @@ fn typed(parsed: Parsed, env: &dyn Fn(&str) -> Option<String>) -> Result<Config,
         kserve_grpc: boolean(p, "kserve_grpc_server"),
         grpc_metrics_port,
         h2: settings::Settings::from_env(env, max_header_bytes),
+        tls: match (text(p, "tls_cert_path"), text(p, "tls_key_path")) {
+            (Some(cert), Some(key)) => Some(settings::TlsFiles {
+                cert: cert.into(),
+                key: key.into(),
+                client_ca: text(p, "tls_client_ca_cert_path").map(PathBuf::from),
+            }),
+            _ => None,
+        },
         http_host: text(p, "http_host").unwrap_or("0.0.0.0").to_string(),
         http_port,
         metrics_prefix,

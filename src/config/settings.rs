@@ -173,3 +173,12 @@ impl Settings {
 
 /// Hard cap on the header array; `Limits::max_headers` may only lower it.
 pub const MAX_HEADERS_CAP: usize = 256;
+
+/// The HTTPS listener's files (`--tls-cert-path`, `--tls-key-path`, `--tls-client-ca-cert-path`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TlsFiles {
+    pub cert: std::path::PathBuf,
+    pub key: std::path::PathBuf,
+    /// Clients must present a certificate signed by one of these (mutual TLS).
+    pub client_ca: Option<std::path::PathBuf>,
+}

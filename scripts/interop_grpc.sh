@@ -20,23 +20,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-TRITON_VENV=${TRITON_VENV:-${HOME:-/root}/.cache/switchyard-triton-venv}
-if [ "${1:-}" != "--inside" ]; then
-  [ -x "$TRITON_VENV/bin/python" ] || python3 -m venv "$TRITON_VENV"
-  # Pinned: the versions this script was checked with.
-  "$TRITON_VENV/bin/pip" install -q tritonclient[grpc]==2.73.0 grpcio==1.85.1 protobuf==6.33.6 \
-    numpy==2.4.6 python-rapidjson==1.25 packaging==26.3 urllib3==2.8.0
-fi
+source scripts/triton-venv.sh
+[ "${1:-}" = "--inside" ] || triton_venv
 source scripts/real-dynamo-env.sh
 enter_loopback_namespace "$0" "$@"
 source scripts/procs.sh
 
-fail() { echo "FAIL: $*" >&2; for f in "$WORK"/*.log; do echo "== $f" >&2; tail -20 "$f" >&2; done; exit 1; }
-start() { # name command...
-  local name=$1; shift
-  "$@" >"$WORK/$name.log" 2>&1 &
-  PIDS+=($!)
-}
 
 phase() { # name worker-kind client-args...
   local name=$1 kind=$2; shift 2

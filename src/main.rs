@@ -55,7 +55,8 @@ fn main() {
         log::error(&format!("failed to dump config to {:?}: {e}", cfg.dump_config_to));
     }
 
-    let signals = block_termination_signals();
+    // With HTTPS, SIGHUP reloads the certificate instead of ending the process.
+    let signals = block_termination_signals(cfg.tls.is_some());
     let server = match switchyard::service::start(cfg.clone()) {
         Ok(s) => s,
         Err(e) => {
@@ -64,7 +65,8 @@ fn main() {
         }
     };
     log::info(&format!(
-        "listening on http://{} with {} shard(s), io driver {}",
+        "listening on {}://{} with {} shard(s), io driver {}",
+        if server.tls { "https" } else { "http" },
         server.addr,
         server.drivers.len(),
         server.drivers.first().copied().unwrap_or("?")
@@ -163,7 +165,25 @@ fn main() {
         }
     };
 
-    let sig = wait_for(&signals);
+    // HTTPS: the certificate is rebuilt when its files change or on SIGHUP.
+    let reloader = match &cfg.tls {
+        Some(files) => match switchyard::tls::reload::Reloader::start(files.clone(), server.tls_publisher()) {
+            Ok(r) => Some(r),
+            Err(e) => {
+                eprintln!("switchyard: error: cannot start the TLS reload thread: {e}");
+                server.shutdown();
+                std::process::exit(1);
+            }
+        },
+        None => None,
+    };
+    let sig = loop {
+        match (wait_for(&signals), &reloader) {
+            (libc::SIGHUP, Some(r)) => r.reload_now(),
+            (sig, _) => break sig,
+        }
+    };
+    drop(reloader);
     log::info(&format!("signal {sig} received: draining (grace {}s)", cfg.graceful_shutdown.as_secs_f64()));
     // Drain first: discovery keeps serving snapshots to the requests still in flight.
     server.shutdown();
@@ -214,7 +234,7 @@ fn mock_worker(args: &[String]) {
             std::process::exit(2);
         }
     };
-    let signals = block_termination_signals();
+    let signals = block_termination_signals(false);
     let store = parsed.backend.to_string();
     let worker = match switchyard::worker::cli::start(parsed) {
         Ok(w) => w,
@@ -233,8 +253,9 @@ fn mock_worker(args: &[String]) {
     drop(worker);
 }
 
-/// Block SIGTERM and SIGINT in this thread (and so in every thread spawned later).
-fn block_termination_signals() -> libc::sigset_t {
+/// Block SIGTERM and SIGINT (and SIGHUP when `hup`) in this thread, and so in every thread
+/// spawned later.
+fn block_termination_signals(hup: bool) -> libc::sigset_t {
     // SAFETY: sigset_t is plain data; sigemptyset/sigaddset initialise it, and
     // pthread_sigmask only reads it. No other thread exists yet.
     unsafe {
@@ -242,6 +263,9 @@ fn block_termination_signals() -> libc::sigset_t {
         libc::sigemptyset(&mut set);
         libc::sigaddset(&mut set, libc::SIGTERM);
         libc::sigaddset(&mut set, libc::SIGINT);
+        if hup {
+            libc::sigaddset(&mut set, libc::SIGHUP);
+        }
         libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
         set
     }

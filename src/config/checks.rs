@@ -38,6 +38,10 @@ const IMPLEMENTED: &[&str] = &[
     "reasoning_field_name",
     "enable_streaming_tool_dispatch",
     "enable_streaming_reasoning_dispatch",
+    // HTTPS (rustls on every shard; certificates reloaded on change or SIGHUP).
+    "tls_cert_path",
+    "tls_key_path",
+    "tls_client_ca_cert_path",
     // The kv router's cost (docs/dynamo/kv-routing.md §7.2, §7.4).
     "overlap_score_credit",
     "overlap_score_credit_decay",

@@ -1,9 +1,10 @@
 //! The HTTP/2 connection loop: handshake, accept streams, hand each to the [`Handler`] on its
 //! own task, close gracefully when the shard drains.
 //!
-//! The socket moves from monoio's completion-based I/O to its poll-based `TcpStreamPoll`
-//! (`into_poll_io`), which implements tokio's `AsyncRead`/`AsyncWrite` as `h2` needs; the
-//! bytes read while detecting the protocol are replayed through [`Prefixed`]. Polling
+//! The caller has moved the socket from monoio's completion-based I/O to its poll-based
+//! `TcpStreamPoll` (`into_poll_io`), which implements tokio's `AsyncRead`/`AsyncWrite` as `h2`
+//! needs (or put TLS over it); the bytes read while detecting the protocol are replayed
+//! through [`Prefixed`]. Polling
 //! `poll_accept` drives the whole connection (reads, writes, flow control, pings); the stream
 //! tasks only queue frames. Protocol errors are `h2`'s to answer (GOAWAY or RST_STREAM, then
 //! the close, as RFC 9113 says; for malformed frames and HPACK errors `h2` uses PROTOCOL_ERROR
@@ -28,8 +29,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use monoio::io::IntoPollIo;
-use monoio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::{Handler, Prefixed, Settings};
 use crate::shard::gate::Gate;
@@ -67,24 +67,16 @@ pub struct Timeouts {
     pub idle: Duration,
 }
 
-/// Serve one HTTP/2 connection whose first bytes (`read`, the preface among them) were already
-/// read.
-pub async fn serve<H: Handler>(
-    stream: TcpStream,
+/// Serve one HTTP/2 connection (a socket switched to poll I/O, or TLS over one) whose first
+/// bytes (`read`, the preface among them) were already read.
+pub async fn serve<H: Handler, IO: AsyncRead + AsyncWrite + Unpin>(
+    io: IO,
     read: BytesMut,
     handler: Rc<H>,
     settings: &Settings,
     timeouts: Timeouts,
     gate: &Gate,
 ) {
-    let _ = stream.set_nodelay(true);
-    let io = match stream.into_poll_io() {
-        Ok(io) => io,
-        Err(e) => {
-            crate::log::warn(&format!("h2: cannot switch the connection to poll I/O: {e}"));
-            return;
-        }
-    };
     let mut builder = h2::server::Builder::new();
     builder.max_concurrent_streams(settings.max_concurrent_streams).max_header_list_size(settings.max_header_list_size);
     if let Some(w) = settings.stream_window {

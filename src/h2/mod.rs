@@ -32,7 +32,6 @@ use std::time::Duration;
 use bytes::{Buf, Bytes, BytesMut};
 use monoio::buf::IoBufMut;
 use monoio::io::AsyncReadRent;
-use monoio::net::TcpStream;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use crate::shard::gate::Gate;
@@ -74,14 +73,14 @@ const BAD_PREFACE_GOAWAY: &[u8] =
 
 /// Answer an invalid connection preface as RFC 9113 §3.4 says: a connection error of type
 /// PROTOCOL_ERROR (the GOAWAY, then the close).
-pub async fn refuse(mut stream: TcpStream) {
+pub async fn refuse(mut stream: impl monoio::io::AsyncWriteRent) {
     let (_, _) = monoio::io::AsyncWriteRentExt::write_all(&mut stream, BAD_PREFACE_GOAWAY).await;
     let _ = monoio::io::AsyncWriteRent::shutdown(&mut stream).await;
 }
 
 /// Read a new connection's first bytes until they tell HTTP/2 from HTTP/1.1. Waits at most
 /// `wait` for them (the idle timeout of a fresh connection).
-pub async fn detect(stream: &mut TcpStream, wait: Duration, gate: &Gate) -> Detected {
+pub async fn detect(stream: &mut impl AsyncReadRent, wait: Duration, gate: &Gate) -> Detected {
     let mut buf = BytesMut::with_capacity(16 * 1024);
     let deadline = std::time::Instant::now() + wait;
     loop {

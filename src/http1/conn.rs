@@ -21,7 +21,6 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use monoio::buf::IoBufMut;
 use monoio::io::{AsyncReadRent, AsyncWriteRent, AsyncWriteRentExt};
-use monoio::net::TcpStream;
 
 use super::parse::{Limits, Method};
 use super::request::{Assembler, Request, Step};
@@ -35,6 +34,12 @@ use crate::shard::local::Receiver;
 pub trait Service {
     fn call(&self, req: Request) -> impl Future<Output = Response>;
 }
+
+/// A connection's bytes: a plain socket, or TLS over one (see `crate::shard`). The descriptor
+/// is the socket's, for the watch that notices a client leaving ([`watch`]).
+pub trait Io: AsyncReadRent + AsyncWriteRent + std::os::fd::AsRawFd {}
+
+impl<T: AsyncReadRent + AsyncWriteRent + std::os::fd::AsRawFd> Io for T {}
 
 /// Per-connection settings, fixed at start-up.
 #[derive(Clone, Copy, Debug)]
@@ -70,15 +75,14 @@ enum ReadOutcome {
 
 /// Serve one connection until it closes. `buf` holds what was already read from it (the
 /// bytes that told HTTP/1.1 from HTTP/2, see [`crate::h2::detect`]).
-pub async fn serve<S: Service>(
-    mut stream: TcpStream,
+pub async fn serve<S: Service, C: Io>(
+    mut stream: C,
     mut buf: BytesMut,
     svc: &S,
     cfg: &ConnConfig,
     gate: &Gate,
     date: &DateCache,
 ) {
-    let _ = stream.set_nodelay(true);
     let mut out: Vec<u8> = Vec::with_capacity(READ_CHUNK);
     let mut asm = Assembler::new(cfg.limits);
     // When the first byte of the current, not yet complete, request arrived.
@@ -212,8 +216,8 @@ pub async fn serve<S: Service>(
 ///
 /// monoio reads into the *start* of an `IoBufMut`, so the read targets `buf[len..]` through a
 /// `SliceMut`; the slice's `set_init` then extends `buf`'s length by what arrived.
-async fn read_some(
-    stream: &mut TcpStream,
+async fn read_some<C: Io>(
+    stream: &mut C,
     buf: BytesMut,
     wait: Duration,
     gate: &Gate,
@@ -235,8 +239,8 @@ async fn read_some(
 /// a streamed answer must not wait in a buffer), then the last chunk. Returns false when the
 /// client is gone (a write failed, or the peer closed while the producer was quiet); `out`
 /// comes back empty.
-async fn stream_body(
-    stream: &mut TcpStream,
+async fn stream_body<C: Io>(
+    stream: &mut C,
     mut out: Vec<u8>,
     mut chunks: Receiver<Bytes>,
     cut: Option<&'static [u8]>,
@@ -332,7 +336,7 @@ enum Wait {
 }
 
 /// Shut our side, then discard what the client still sends until it closes or `linger` ends.
-async fn linger_close(mut stream: TcpStream, linger: Duration) {
+async fn linger_close<C: Io>(mut stream: C, linger: Duration) {
     let _ = stream.shutdown().await;
     let deadline = Instant::now() + linger;
     let mut scratch = vec![0u8; READ_CHUNK];

@@ -104,6 +104,21 @@ impl Default for TokenizerLatency {
     }
 }
 
+/// Events at the server's edge, counted per shard (`switchyard_tls_handshakes_total`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Edge {
+    /// A TLS handshake finished.
+    TlsOk,
+    /// A TLS handshake failed (no common version or cipher, an untrusted client certificate,
+    /// not TLS at all).
+    TlsFailed,
+    /// A TLS handshake did not finish within the header-read timeout.
+    TlsTimedOut,
+}
+
+/// How many [`Edge`] events there are.
+pub const EDGES: usize = 3;
+
 /// One shard's collectors. `!Sync` by construction: only its shard touches it.
 #[derive(Default)]
 pub struct ShardMetrics {
@@ -112,6 +127,7 @@ pub struct ShardMetrics {
     connections_open: Cell<i64>,
     disconnected_clients: Cell<u64>,
     failures: [Cell<u64>; FAILURES],
+    edge: [Cell<u64>; EDGES],
     tokenizer: RefCell<TokenizerLatency>,
     /// Per-model request families, indexed by [`ShardMetrics::model_index`].
     models: RefCell<Vec<(String, ModelStats)>>,
@@ -160,6 +176,11 @@ impl ShardMetrics {
         let c = &self.failures[f as usize];
         c.set(c.get() + 1);
     }
+    /// One event at the edge.
+    pub fn edge(&self, e: Edge) {
+        let c = &self.edge[e as usize];
+        c.set(c.get() + 1);
+    }
     /// One `tokenizer_latency_ms` observation.
     pub fn tokenizer_latency(&self, op: TokenizerOp, ms: f64) {
         self.tokenizer.borrow_mut().0[op as usize].observe(ms);
@@ -174,6 +195,7 @@ impl ShardMetrics {
             connections_open: self.connections_open.get(),
             disconnected_clients: self.disconnected_clients.get(),
             failures: self.failures.each_ref().map(Cell::get),
+            edge: self.edge.each_ref().map(Cell::get),
             tokenizer: self.tokenizer.borrow().clone(),
             models: self.models.borrow().iter().cloned().collect(),
             kv: Default::default(),
@@ -192,6 +214,8 @@ pub struct Snapshot {
     pub disconnected_clients: u64,
     /// `failures_total` by [`Failure`].
     pub failures: [u64; FAILURES],
+    /// Events at the edge, by [`Edge`].
+    pub edge: [u64; EDGES],
     pub tokenizer: TokenizerLatency,
     /// Per-model request families, by model name.
     pub models: BTreeMap<String, ModelStats>,
@@ -210,6 +234,9 @@ impl Snapshot {
         self.connections_open += other.connections_open;
         self.disconnected_clients += other.disconnected_clients;
         for (a, b) in self.failures.iter_mut().zip(&other.failures) {
+            *a += b;
+        }
+        for (a, b) in self.edge.iter_mut().zip(&other.edge) {
             *a += b;
         }
         for (a, b) in self.tokenizer.0.iter_mut().zip(&other.tokenizer.0) {
@@ -415,6 +442,10 @@ pub fn render(
     let _ = writeln!(out, "switchyard_http_connections_accepted_total {}", s.connections_accepted);
     header(&mut out, "switchyard_http_connections_open", "gauge", "HTTP connections open now");
     let _ = writeln!(out, "switchyard_http_connections_open {}", s.connections_open);
+    header(&mut out, "switchyard_tls_handshakes_total", "counter", "TLS handshakes on the HTTPS port, by result");
+    for (e, result) in [(Edge::TlsOk, "ok"), (Edge::TlsFailed, "failed"), (Edge::TlsTimedOut, "timeout")] {
+        let _ = writeln!(out, "switchyard_tls_handshakes_total{{result=\"{result}\"}} {}", s.edge[e as usize]);
+    }
     render_kv(&mut out, &s.kv);
     header(&mut out, "switchyard_shards", "gauge", "Shard threads running, and how many answered this scrape");
     let _ = writeln!(out, "switchyard_shards{{state=\"running\"}} {shards_total}");

@@ -29,6 +29,7 @@
 pub mod gate;
 mod listener;
 pub mod local;
+pub mod tls;
 
 use std::cell::RefCell;
 use std::io;
@@ -63,6 +64,8 @@ pub enum ShardMsg {
     Session(crate::router::session::SessionMsg),
     /// A model's busy thresholds from now on (`POST /busy_threshold` on any shard).
     Busy(String, crate::config::settings::BusyThresholds),
+    /// The HTTPS configuration for connections accepted from now on (a certificate reload).
+    Tls(Arc<rustls::ServerConfig>),
     /// Stop accepting, drain, exit.
     Shutdown,
 }
@@ -94,6 +97,8 @@ pub struct ShardCtx {
     pub date: DateCache,
     pub conn: ConnConfig,
     registry: RefCell<Arc<Registry>>,
+    /// The HTTPS configuration new connections on `--http-port` get (`None`: plain HTTP).
+    tls: RefCell<Option<Arc<rustls::ServerConfig>>>,
 }
 
 impl ShardCtx {
@@ -128,6 +133,8 @@ pub struct Server {
     pub metrics_addr: Option<SocketAddr>,
     /// The I/O driver each shard runs ("io_uring" or "epoll").
     pub drivers: Vec<&'static str>,
+    /// Whether `--http-port` speaks HTTPS.
+    pub tls: bool,
     inboxes: Vec<flume::Sender<ShardMsg>>,
     threads: Vec<JoinHandle<()>>,
 }
@@ -147,6 +154,11 @@ impl Server {
         let n = match config.shards {
             0 => cores.len().max(1),
             n => n,
+        };
+        // HTTPS: the files are read before anything is bound, so a bad one stops the start.
+        let tls = match &config.tls {
+            Some(files) => Some(crate::tls::server_config(files).map_err(io::Error::other)?),
+            None => None,
         };
         let listeners = listener::bind_all(&config.http_host, config.http_port, n, config.listen_backlog)?;
         let addr = listeners[0].local_addr()?;
@@ -170,9 +182,10 @@ impl Server {
             let shared = shared.clone();
             let ready = ready_tx.clone();
             let listeners = (listener, extra[id].take());
+            let tls = tls.clone();
             let t = std::thread::Builder::new().name(format!("shard-{id}")).spawn({
                 let service = service.clone();
-                move || run_shard(id, core, listeners, inbox, shared, ready, service)
+                move || run_shard(id, core, listeners, tls, inbox, shared, ready, service)
             })?;
             threads.push(t);
         }
@@ -190,7 +203,18 @@ impl Server {
                 Err(_) => return Err(io::Error::other("a shard thread exited during start-up")),
             }
         }
-        Ok(Server { addr, metrics_addr, drivers, inboxes: senders, threads })
+        Ok(Server { addr, metrics_addr, drivers, tls: tls.is_some(), inboxes: senders, threads })
+    }
+
+    /// A function another thread can keep to give every shard a new HTTPS configuration
+    /// (certificate reloads, [`crate::tls::reload`]).
+    pub fn tls_publisher(&self) -> impl Fn(Arc<rustls::ServerConfig>) + Send + 'static {
+        let inboxes = self.inboxes.clone();
+        move |config| {
+            for s in &inboxes {
+                let _ = s.send(ShardMsg::Tls(config.clone()));
+            }
+        }
     }
 
     /// Hand every shard a new Registry snapshot.
@@ -226,10 +250,12 @@ impl Server {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn run_shard<S: Service + crate::h2::Handler, F: Fn(Rc<ShardCtx>) -> Rc<S>>(
     id: usize,
     core: Option<core_affinity::CoreId>,
     listener: (std::net::TcpListener, Option<std::net::TcpListener>),
+    tls: Option<Arc<rustls::ServerConfig>>,
     inbox: flume::Receiver<ShardMsg>,
     shared: Arc<Shared>,
     ready: mpsc::Sender<io::Result<(usize, &'static str)>>,
@@ -253,11 +279,11 @@ fn run_shard<S: Service + crate::h2::Handler, F: Fn(Rc<ShardCtx>) -> Rc<S>>(
         }
         Ok(Runtime::Uring(mut rt)) => {
             let _ = ready.send(Ok((id, "io_uring")));
-            rt.block_on(shard_main(id, listener, inbox, shared, &*service));
+            rt.block_on(shard_main(id, listener, tls, inbox, shared, &*service));
         }
         Ok(Runtime::Epoll(mut rt)) => {
             let _ = ready.send(Ok((id, "epoll")));
-            rt.block_on(shard_main(id, listener, inbox, shared, &*service));
+            rt.block_on(shard_main(id, listener, tls, inbox, shared, &*service));
         }
     }
 }
@@ -278,6 +304,7 @@ fn build_epoll() -> io::Result<monoio::Runtime<monoio::time::TimeDriver<monoio::
 async fn shard_main<S: Service + crate::h2::Handler>(
     id: usize,
     listeners: (std::net::TcpListener, Option<std::net::TcpListener>),
+    tls: Option<Arc<rustls::ServerConfig>>,
     inbox: flume::Receiver<ShardMsg>,
     shared: Arc<Shared>,
     make_service: &dyn Fn(Rc<ShardCtx>) -> Rc<S>,
@@ -339,14 +366,15 @@ async fn shard_main<S: Service + crate::h2::Handler>(
         date: DateCache::default(),
         conn,
         registry: RefCell::new(Arc::new(Registry::default())),
+        tls: RefCell::new(tls),
     });
     monoio::spawn(inbox_loop(ctx.clone(), inbox));
     let service = make_service(ctx.clone());
 
     if let Some(m) = metrics_listener {
-        monoio::spawn(accept_loop(id, m, ctx.clone(), service.clone()));
+        monoio::spawn(accept_loop(id, m, false, ctx.clone(), service.clone()));
     }
-    monoio::spawn(accept_loop(id, listener, ctx.clone(), service));
+    monoio::spawn(accept_loop(id, listener, true, ctx.clone(), service));
     ctx.gate.closed().await;
     monoio::select! {
         _ = ctx.gate.drained() => {},
@@ -371,10 +399,13 @@ async fn shard_main<S: Service + crate::h2::Handler>(
 
 /// Accept connections until the shard's drain is over (then the listener is dropped). While
 /// the shard drains, new connections are still taken and their requests answered 503, so a
-/// load balancer sees the frontend going rather than a refused connection.
+/// load balancer sees the frontend going rather than a refused connection. Connections on the
+/// `main` listener (`--http-port`) speak HTTPS when it is configured; the metrics port
+/// (`--grpc-metrics-port`) stays plain.
 async fn accept_loop<S: Service + crate::h2::Handler>(
     id: usize,
     listener: TcpListener,
+    main: bool,
     ctx: Rc<ShardCtx>,
     service: Rc<S>,
 ) {
@@ -386,7 +417,8 @@ async fn accept_loop<S: Service + crate::h2::Handler>(
         match accepted {
             None => return,
             Some(Ok((stream, _peer))) => {
-                monoio::spawn(connection(stream, ctx.clone(), service.clone()));
+                let tls = if main { ctx.tls.borrow().clone() } else { None };
+                monoio::spawn(connection(stream, tls, ctx.clone(), service.clone()));
             }
             Some(Err(e)) => {
                 // EMFILE/ENFILE and friends: back off instead of spinning.
@@ -397,14 +429,22 @@ async fn accept_loop<S: Service + crate::h2::Handler>(
     }
 }
 
-/// One connection: its first bytes choose HTTP/2 or HTTP/1.1.
+/// One connection: over TLS when `tls` is given ([`tls::serve`]); otherwise its first bytes
+/// choose HTTP/2 or HTTP/1.1.
 async fn connection<S: Service + crate::h2::Handler>(
     mut stream: monoio::net::TcpStream,
+    tls: Option<Arc<rustls::ServerConfig>>,
     ctx: Rc<ShardCtx>,
     service: Rc<S>,
 ) {
     let _conn = ctx.gate.connection();
     ctx.metrics.connection_opened();
+    let _ = stream.set_nodelay(true);
+    if let Some(config) = tls {
+        Box::pin(tls::serve(stream, config, &ctx, service)).await;
+        ctx.metrics.connection_closed();
+        return;
+    }
     // The protocol loops are boxed: their futures hold a whole request's state (~10 KB), and
     // spawning a future moves it by value, so this one stays small and the big one is
     // written to the heap once instead of copied on every move (~30 K instructions per
@@ -417,7 +457,10 @@ async fn connection<S: Service + crate::h2::Handler>(
             let settings = ctx.shared.config.h2;
             let timeouts =
                 crate::h2::conn::Timeouts { handshake: ctx.conn.header_timeout, idle: ctx.conn.idle_timeout };
-            Box::pin(crate::h2::conn::serve(stream, read, service, &settings, timeouts, &ctx.gate)).await;
+            match monoio::io::IntoPollIo::into_poll_io(stream) {
+                Ok(io) => Box::pin(crate::h2::conn::serve(io, read, service, &settings, timeouts, &ctx.gate)).await,
+                Err(e) => crate::log::warn(&format!("h2: cannot switch the connection to poll I/O: {e}")),
+            }
         }
         Detected::BadPreface => crate::h2::refuse(stream).await,
         Detected::Closed => {}
@@ -450,6 +493,7 @@ async fn inbox_loop(ctx: Rc<ShardCtx>, inbox: flume::Receiver<ShardMsg>) {
             ShardMsg::Busy(model, busy) => ctx.kv.set_busy(model, busy),
             ShardMsg::Inhibit(worker, until) => ctx.router.inhibit_here(worker, until),
             ShardMsg::Session(m) => ctx.sessions.apply(m),
+            ShardMsg::Tls(config) => *ctx.tls.borrow_mut() = Some(config),
             ShardMsg::Shutdown => ctx.gate.close(),
         }
     }

@@ -12,6 +12,7 @@
 //! | [`infer`] | the one driver: resolve → preprocess → route/dispatch → postprocess; typed events; the tracker | shards |
 //! | [`tokenize`] | model files, HF-exact chat templates, tokenizer, detokenizer, stop handling | shards (+ helper thread) |
 //! | [`router`] | the per-shard worker choice; the kv index replica and selection | shards |
+//! | [`auth`] | optional API keys: admission by key, per-key request and token rates | main (the file) / shards |
 //! | [`tls`] | PEM files → rustls configurations (HTTPS, mutual TLS), certificate reloading | main / reload thread; handshakes on shards |
 //! | [`transport`] | the request-plane client and call-back listener (sockets) | shards |
 //! | [`plane`] | Dynamo's wire formats: frames, payloads, items, KV event messages (no I/O) | any |
@@ -33,6 +34,7 @@
 //! rings. Nothing on the request path takes a lock.
 
 pub mod anthropic;
+pub mod auth;
 pub mod bench;
 pub mod config;
 pub mod control;

@@ -27,6 +27,7 @@ use std::rc::Rc;
 use bytes::Bytes;
 
 use crate::error::{Error, Kind};
+use crate::infer::Caller;
 use crate::metrics::Endpoint;
 use crate::shard::{local, ShardCtx};
 
@@ -51,7 +52,7 @@ fn not_found(model: &str, e: Error) -> Error {
 
 /// Answer one `/v1/messages` request; `session`: the session its headers name (Claude Code's
 /// `x-claude-code-session-id` among them), with session affinity on.
-pub async fn messages(ctx: &Rc<ShardCtx>, body: &Bytes, session: Option<Rc<str>>) -> Result<Answer, Error> {
+pub async fn messages(ctx: &Rc<ShardCtx>, body: &Bytes, caller: Caller) -> Result<Answer, Error> {
     let config = &ctx.shared.config;
     let parsed = request::parse(body);
     let (model, stream) = match &parsed {
@@ -70,7 +71,7 @@ pub async fn messages(ctx: &Rc<ShardCtx>, body: &Bytes, session: Option<Rc<str>>
             return Err(e);
         }
     };
-    let run = crate::openai::serve::run_chat(ctx, chat, &json, Endpoint::AnthropicMessages, session)
+    let run = crate::openai::serve::run_chat(ctx, chat, &json, Endpoint::AnthropicMessages, caller)
         .await
         .map_err(|e| not_found(&r.model, e))?;
     let meta = answer::Meta { id: answer::new_id("msg_"), model: r.model, stops: r.stop_sequences.unwrap_or_default() };

@@ -24,6 +24,7 @@ const IMPLEMENTED: &[&str] = &[
     // switchyard's own.
     "shards",
     "pin_shards",
+    "api_keys_file",
     "io_driver",
     "header_read_timeout_secs",
     "idle_timeout_secs",

@@ -321,6 +321,8 @@ pub static EXTENSION_FLAGS: &[Flag] = &[
         &[], "With --discovery-backend mem: model directory the in-process workers serve (named after it).").extension(),
     flag(&["--embedded-fast"], &["--no-embedded-fast"], "embedded_fast", Some("SWITCHYARD_EMBEDDED_FAST"), Kind::Bool, Default::Bool(false),
         &[], "With --discovery-backend mem: the in-process workers answer with no artificial delay (for benchmarks).").extension(),
+    flag(&["--api-keys-file"], &[], "api_keys_file", Some("SWITCHYARD_API_KEYS"), Kind::Str, Default::None,
+        &[], "API keys the inference routes require (Authorization: Bearer or x-api-key), one per line: LABEL KEY [requests_per_minute=N] [tokens_per_minute=N]. Off when unset.").extension(),
     flag(&["--router-tie-break"], &[], "router_tie_break", Some("SWITCHYARD_ROUTER_TIE_BREAK"), Kind::Choice, Default::Str("room"),
         &["room", "random"], "Kv router: among equally cheap workers, the one with the fewest cached blocks (room) or any (random, as Dynamo).").extension(),
 ];

@@ -202,6 +202,8 @@ pub struct Config {
     pub h2: settings::Settings,
     /// HTTPS on `--http-port` (`--tls-cert-path` …); `None`: plain HTTP.
     pub tls: Option<settings::TlsFiles>,
+    /// `--api-keys-file` (`SWITCHYARD_API_KEYS`): the key file the inference routes check.
+    pub api_keys_file: Option<PathBuf>,
 }
 
 /// A configuration that cannot start: the message and the exit code.
@@ -377,6 +379,7 @@ fn typed(parsed: Parsed, env: &dyn Fn(&str) -> Option<String>) -> Result<Config,
         kserve_grpc: boolean(p, "kserve_grpc_server"),
         grpc_metrics_port,
         h2: settings::Settings::from_env(env, max_header_bytes),
+        api_keys_file: text(p, "api_keys_file").map(PathBuf::from),
         tls: match (text(p, "tls_cert_path"), text(p, "tls_key_path")) {
             (Some(cert), Some(key)) => Some(settings::TlsFiles {
                 cert: cert.into(),

@@ -269,7 +269,7 @@ pub(super) async fn start(
         }
     };
     let received_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
-    let mut track = Tracker::start(ctx, resolved.model(), req.endpoint, req.stream);
+    let mut track = Tracker::start(ctx, resolved.model(), req.endpoint, req.stream).charging(req.key.clone());
     let received = track.started();
     if req.model != resolved.model() {
         // An alias: the worker is sent the primary name, as 1.6.1 sends it.

@@ -45,6 +45,8 @@ pub struct InferRequest {
     pub pinned: Option<u64>,
     /// The session the request's headers name, when session affinity is on.
     pub session: Option<std::rc::Rc<str>>,
+    /// The API key it came with (`--api-keys-file`): charged its tokens when it ends.
+    pub key: Option<std::sync::Arc<crate::auth::Key>>,
     /// `nvext.annotations`: forwarded to the worker; those the driver answers itself
     /// ([`AnnotationKind`]) come back as events before any text.
     pub annotations: Vec<String>,
@@ -66,7 +68,21 @@ pub struct InferRequest {
     pub forward: Option<Bytes>,
 }
 
+/// Who sent a request, as its headers say: the session it names (session affinity on) and
+/// the API key it was admitted with (`--api-keys-file`).
+#[derive(Clone, Default)]
+pub struct Caller {
+    pub session: Option<std::rc::Rc<str>>,
+    pub key: Option<std::sync::Arc<crate::auth::Key>>,
+}
+
 impl InferRequest {
+    /// Take the session and key of `caller`.
+    pub fn set_caller(&mut self, caller: Caller) {
+        self.session = caller.session;
+        self.key = caller.key;
+    }
+
     /// A request for `model` with every option unset: one choice, not streamed.
     pub fn new(endpoint: Endpoint, model: String, input: Input) -> InferRequest {
         InferRequest {
@@ -82,6 +98,7 @@ impl InferRequest {
             logprobs: false,
             pinned: None,
             session: None,
+            key: None,
             annotations: Vec::new(),
             routing: RoutingHints::default(),
             max_thinking_tokens: None,

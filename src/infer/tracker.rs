@@ -33,6 +33,8 @@ pub struct Tracker {
     /// Time spent in incremental detokenization so far.
     detokenize: Duration,
     finished: bool,
+    /// The API key to charge the request's tokens to.
+    key: Option<std::sync::Arc<crate::auth::Key>>,
 }
 
 impl Tracker {
@@ -48,7 +50,14 @@ impl Tracker {
             last_token: None,
             detokenize: Duration::ZERO,
             finished: false,
+            key: None,
         }
+    }
+
+    /// Charge the request's tokens to `key` when it ends with its usage.
+    pub(super) fn charging(mut self, key: Option<std::sync::Arc<crate::auth::Key>>) -> Tracker {
+        self.key = key;
+        self
     }
 
     /// When the request was taken.
@@ -96,6 +105,9 @@ impl Tracker {
         }
         self.ctx.metrics.with_model(self.model, |m| {
             m.finish(self.endpoint, self.stream, outcome, secs);
+            if let (Some(u), Some(k)) = (usage, &self.key) {
+                k.charge(u64::from(u.prompt_tokens) + u64::from(u.completion_tokens));
+            }
             if let Some(u) = usage {
                 m.osl.observe(f64::from(u.completion_tokens));
                 if let Some(c) = u.cached_tokens {

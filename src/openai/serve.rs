@@ -17,6 +17,7 @@ pub use super::answer::Api;
 use super::answer::{self, Shape};
 use super::to_infer;
 use crate::error::Error;
+use crate::infer::Caller;
 use crate::metrics::Endpoint;
 use crate::shard::{local, ShardCtx};
 
@@ -29,14 +30,14 @@ pub enum Answer {
 }
 
 /// Answer one request. `pinned`: the worker the request's headers name (they win over
-/// `nvext.backend_instance_id`), or the error of a header that names none; `session`: the
-/// session they name (session affinity on).
+/// `nvext.backend_instance_id`), or the error of a header that names none; `caller`: the
+/// session they name (session affinity on) and the API key.
 pub async fn serve(
     ctx: &Rc<ShardCtx>,
     api: Api,
     body: &Bytes,
     pinned: Result<Option<u64>, Error>,
-    session: Option<std::rc::Rc<str>>,
+    caller: Caller,
 ) -> Result<Answer, Error> {
     let mut tool_use = ToolUse::default();
     let parsed = match api {
@@ -48,7 +49,7 @@ pub async fn serve(
     };
     let (mut req, extras) = match parsed.and_then(|r| pinned.map(|p| (r, p))) {
         Ok(((mut r, extras), p)) => {
-            r.session = session;
+            r.set_caller(caller);
             if let Some(id) = p {
                 // A worker named by header is both the target and the decode worker.
                 r.pinned = Some(id);
@@ -94,14 +95,14 @@ pub struct ChatRun {
 }
 
 /// Run an already parsed and validated chat request; `body` is the JSON it stands for (what a
-/// Text model's worker is sent), `session` the session its headers name (session affinity
-/// on). A refusal is counted under `endpoint`.
+/// Text model's worker is sent), `caller` the session its headers name (session affinity
+/// on) and its API key. A refusal is counted under `endpoint`.
 pub async fn run_chat(
     ctx: &Rc<ShardCtx>,
     r: Box<super::NvCreateChatCompletionRequest>,
     body: &Bytes,
     endpoint: Endpoint,
-    session: Option<Rc<str>>,
+    caller: Caller,
 ) -> Result<ChatRun, Error> {
     let tool_use = ToolUse::of(&r);
     let model = r.model.clone();
@@ -114,7 +115,7 @@ pub async fn run_chat(
         }
     };
     req.endpoint = endpoint;
-    req.session = session;
+    req.set_caller(caller);
     let stream = req.stream;
     let gen = crate::infer::run(ctx, &mut req).await?;
     let parsers =

@@ -34,7 +34,7 @@ use bytes::Bytes;
 use serde_json::{json, Value};
 
 use crate::error::{Error, Kind};
-use crate::infer::{Event, Finish, Generation};
+use crate::infer::{Caller, Event, Finish, Generation};
 use crate::metrics::Endpoint;
 use crate::openai::answer::{next_or_quiet, Next, Quiet};
 pub use crate::openai::serve::Answer;
@@ -45,7 +45,7 @@ use output::Items;
 
 /// Answer one `/v1/responses` body; `session`: the session its headers name, with session
 /// affinity on.
-pub async fn serve(ctx: &Rc<ShardCtx>, body: &Bytes, session: Option<Rc<str>>) -> Result<Answer, Error> {
+pub async fn serve(ctx: &Rc<ShardCtx>, body: &Bytes, caller: Caller) -> Result<Answer, Error> {
     let (echo, chat, chat_body) = match prepare(body) {
         Ok(x) => x,
         Err(e) => {
@@ -53,7 +53,7 @@ pub async fn serve(ctx: &Rc<ShardCtx>, body: &Bytes, session: Option<Rc<str>>) -
             return Err(e);
         }
     };
-    let run = crate::openai::serve::run_chat(ctx, chat, &chat_body, Endpoint::Responses, session).await?;
+    let run = crate::openai::serve::run_chat(ctx, chat, &chat_body, Endpoint::Responses, caller).await?;
     let id = object::new_id("resp_");
     let created = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let answer = Answering { echo, id, created, parsers: run.parsers };

@@ -20,10 +20,10 @@ pub fn error(e: &Error) -> Response {
 }
 
 /// Serve one request of an Anthropic route; errors are already rendered.
-pub async fn handle(ctx: &Rc<ShardCtx>, route: RouteId, req: &Request) -> Response {
+pub async fn handle(ctx: &Rc<ShardCtx>, route: RouteId, req: &Request, key: super::inference::Key) -> Response {
     match route {
         RouteId::AnthropicMessages => {
-            match anthropic::messages(ctx, &req.body, super::inference::session(ctx, req)).await {
+            match anthropic::messages(ctx, &req.body, super::inference::caller(ctx, req, key)).await {
                 Ok(Answer::Json(body)) => Response::json(200, body),
                 Ok(Answer::Stream(rx)) => Response::stream(200, "text/event-stream", rx)
                     .with_header("cache-control", "no-cache")

@@ -25,6 +25,16 @@ impl crate::h2::Handler for Frontend {
         let _in_flight = self.ctx.gate.enter();
         let draining = self.ctx.gate.is_closed();
         if crate::kserve::grpc::is_grpc(req.headers()) {
+            // API keys (when on) guard the inference calls; health and metadata stay open, as
+            // the HTTP routes of the same kind. Tokens of gRPC calls are not charged to keys.
+            let path = req.uri().path();
+            if path.ends_with("/ModelInfer") || path.ends_with("/ModelStreamInfer") {
+                if let Err(refusal) = self.admit(|name| req.headers().get(name).map(|v| v.as_bytes())) {
+                    crate::infer::tracker::count_failure(&self.ctx.metrics, refusal.error.kind());
+                    crate::kserve::grpc::fail(respond, &refusal.error);
+                    return;
+                }
+            }
             crate::kserve::serve(&self.ctx, req, respond).await;
             return;
         }

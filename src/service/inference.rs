@@ -16,12 +16,12 @@ use crate::openai::serve::{serve, Answer, Api};
 use crate::shard::ShardCtx;
 
 /// Serve one inference request; errors are already rendered (and counted).
-pub async fn handle(ctx: &Rc<ShardCtx>, route: RouteId, req: &Request) -> Response {
+pub async fn handle(ctx: &Rc<ShardCtx>, route: RouteId, req: &Request, key: Key) -> Response {
     let api = match route {
         RouteId::Completions => Api::Completions,
         _ => Api::Chat,
     };
-    match serve(ctx, api, &req.body, pinned_worker(req), session(ctx, req)).await {
+    match serve(ctx, api, &req.body, pinned_worker(req), caller(ctx, req, key)).await {
         Ok(Answer::Json(body)) => Response::json(200, body),
         Ok(Answer::Stream(rx)) => Response::stream(200, "text/event-stream", rx)
             .with_header("cache-control", "no-cache")
@@ -32,8 +32,8 @@ pub async fn handle(ctx: &Rc<ShardCtx>, route: RouteId, req: &Request) -> Respon
 }
 
 /// Serve one `/v1/responses` request; errors are already counted by the adapter and driver.
-pub async fn responses(ctx: &Rc<ShardCtx>, req: &Request) -> Response {
-    match crate::responses::serve(ctx, &req.body, session(ctx, req)).await {
+pub async fn responses(ctx: &Rc<ShardCtx>, req: &Request, key: Key) -> Response {
+    match crate::responses::serve(ctx, &req.body, caller(ctx, req, key)).await {
         Ok(Answer::Json(body)) => Response::json(200, body),
         Ok(Answer::Stream(rx)) => {
             Response::stream(200, "text/event-stream", rx).with_header("cache-control", "no-cache")
@@ -51,12 +51,16 @@ pub async fn input_tokens(ctx: &Rc<ShardCtx>, req: &Request) -> Response {
     }
 }
 
-/// The session a request's headers name, when session affinity is on.
-pub fn session(ctx: &ShardCtx, req: &Request) -> Option<Rc<str>> {
-    match ctx.sessions.enabled() {
+/// The API key a request was admitted with (`--api-keys-file`).
+pub type Key = Option<std::sync::Arc<crate::auth::Key>>;
+
+/// Who sent `req`: the session its headers name (when session affinity is on) and its `key`.
+pub fn caller(ctx: &ShardCtx, req: &Request, key: Key) -> crate::infer::Caller {
+    let session = match ctx.sessions.enabled() {
         true => session_id(|name| req.header(name)).map(Rc::from),
         false => None,
-    }
+    };
+    crate::infer::Caller { session, key }
 }
 
 /// An overload refusal: 1.6.1's flat body with the status `DYN_HTTP_OVERLOAD_STATUS_CODE`

@@ -25,6 +25,7 @@ pub mod ops;
 pub mod routes;
 
 use std::rc::Rc;
+use std::sync::Arc;
 
 use crate::error::{Error, Kind};
 use crate::http1::{Method, Request, Response, Service};
@@ -34,19 +35,35 @@ use routes::{RouteId, Routes};
 
 /// Start the shards, each serving the HTTP/1.1, HTTP/2 and gRPC routes of this module.
 pub fn start(config: std::sync::Arc<crate::config::Config>) -> std::io::Result<crate::shard::Server> {
-    crate::shard::Server::start(config, |ctx| Rc::new(Frontend::new(ctx)))
+    // API keys: read before anything starts, so a bad file stops the start.
+    let keys = match &config.api_keys_file {
+        Some(path) => Some(Arc::new(crate::auth::Keys::load(path).map_err(std::io::Error::other)?)),
+        None => None,
+    };
+    crate::shard::Server::start(config, move |ctx| Rc::new(Frontend::new(ctx, keys.clone())))
 }
 
 /// The per-shard HTTP service.
 pub struct Frontend {
     ctx: Rc<ShardCtx>,
     routes: Rc<Routes>,
+    /// The API keys inference requests need (`--api-keys-file`); `None`: no keys.
+    keys: Option<Arc<crate::auth::Keys>>,
 }
 
 impl Frontend {
-    pub fn new(ctx: Rc<ShardCtx>) -> Self {
+    pub fn new(ctx: Rc<ShardCtx>, keys: Option<Arc<crate::auth::Keys>>) -> Self {
         let routes = Rc::new(Routes::new(&ctx.shared.config.paths));
-        Frontend { ctx, routes }
+        Frontend { ctx, routes, keys }
+    }
+
+    /// Admit a request of an inference route by its API key (when keys are on): the key, or
+    /// the refusal (401, or 429 with the seconds until the window turns).
+    fn admit<'a>(&self, header: impl Fn(&str) -> Option<&'a [u8]>) -> Result<inference::Key, crate::auth::Refusal> {
+        match &self.keys {
+            None => Ok(None),
+            Some(keys) => keys.admit(header).map(Some),
+        }
     }
 
     async fn dispatch(&self, req: &Request) -> Result<Response, Error> {
@@ -94,19 +111,43 @@ impl Frontend {
                 return Ok(resp);
             }
         }
+        let key = match route.id {
+            RouteId::ChatCompletions
+            | RouteId::Completions
+            | RouteId::Responses
+            | RouteId::ResponsesInputTokens
+            | RouteId::AnthropicMessages
+            | RouteId::AnthropicCountTokens => match self.admit(|name| req.header(name)) {
+                Ok(key) => key,
+                Err(refusal) => {
+                    tracker::count_failure(&self.ctx.metrics, refusal.error.kind());
+                    let resp = match route.id {
+                        RouteId::AnthropicMessages | RouteId::AnthropicCountTokens => anthropic::error(&refusal.error),
+                        _ => Response::error(&refusal.error),
+                    };
+                    return Ok(match refusal.retry_after {
+                        Some(s) => resp.with_header("retry-after", s.to_string()),
+                        None => resp,
+                    });
+                }
+            },
+            _ => None,
+        };
         match route.id {
             RouteId::Health => Ok(ops::health(&self.ctx)),
             RouteId::Live => Ok(ops::live()),
             RouteId::Models => Ok(ops::models(&self.ctx)),
             RouteId::Model => ops::model(&self.ctx, &path[route.path.len()..]),
-            RouteId::Metrics => Ok(ops::metrics(&self.ctx).await),
+            RouteId::Metrics => Ok(ops::metrics(&self.ctx, self.keys.as_deref()).await),
             RouteId::OpenApi => Ok(ops::openapi(&self.routes)),
-            RouteId::ChatCompletions | RouteId::Completions => Ok(inference::handle(&self.ctx, route.id, req).await),
-            RouteId::Responses => Ok(inference::responses(&self.ctx, req).await),
+            RouteId::ChatCompletions | RouteId::Completions => {
+                Ok(inference::handle(&self.ctx, route.id, req, key).await)
+            }
+            RouteId::Responses => Ok(inference::responses(&self.ctx, req, key).await),
             RouteId::ResponsesInputTokens => Ok(inference::input_tokens(&self.ctx, req).await),
             RouteId::BusyThreshold => Ok(busy::handle(&self.ctx, req)),
             RouteId::AnthropicMessages | RouteId::AnthropicCountTokens | RouteId::AnthropicUnknown => {
-                Ok(anthropic::handle(&self.ctx, route.id, req).await)
+                Ok(anthropic::handle(&self.ctx, route.id, req, key).await)
             }
         }
     }

@@ -84,7 +84,7 @@ pub fn model(ctx: &ShardCtx, id: &[u8]) -> Result<Response, Error> {
 const SCRAPE_WAIT: Duration = Duration::from_secs(2);
 
 /// Ask every other shard for its snapshot, merge with ours, render.
-pub async fn metrics(ctx: &ShardCtx) -> Response {
+pub async fn metrics(ctx: &ShardCtx, keys: Option<&crate::auth::Keys>) -> Response {
     let shared = &ctx.shared;
     let mut merged = ctx.metrics.snapshot();
     merged.kv = ctx.kv.stats();
@@ -119,7 +119,10 @@ pub async fn metrics(ctx: &ShardCtx) -> Response {
     let skipped: Vec<(&str, u64)> = registry.skipped.iter().map(|(b, n)| (*b, *n)).collect();
     let discovery = metrics::Discovery { skipped: &skipped };
     let prefix = &shared.config.metrics_prefix;
-    let text = metrics::render(prefix, &merged, &served, &discovery, uptime, shared.inboxes.len());
+    let mut text = metrics::render(prefix, &merged, &served, &discovery, uptime, shared.inboxes.len());
+    if let Some(keys) = keys {
+        keys.render(&mut text);
+    }
     Response::text(200, "text/plain; version=0.0.4; charset=utf-8", text)
 }
 

@@ -55,6 +55,7 @@ fn main() {
         log::error(&format!("failed to dump config to {:?}: {e}", cfg.dump_config_to));
     }
 
+    raise_open_files_limit();
     // With HTTPS, SIGHUP reloads the certificate instead of ending the process.
     let signals = block_termination_signals(cfg.tls.is_some());
     let server = match switchyard::service::start(cfg.clone()) {
@@ -251,6 +252,22 @@ fn mock_worker(args: &[String]) {
     ));
     wait_for(&signals);
     drop(worker);
+}
+
+/// Raise the soft limit on open descriptors to the hard one: every client connection, worker
+/// connection and call-back stream is a descriptor, and the usual soft default (1,024) would
+/// refuse connections long before `--max-connections-per-shard`.
+fn raise_open_files_limit() {
+    // SAFETY: rlimit is plain data filled in by getrlimit; setrlimit only reads it.
+    unsafe {
+        let mut lim: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                log::warn("cannot raise the open files limit (RLIMIT_NOFILE)");
+            }
+        }
+    }
 }
 
 /// Block SIGTERM and SIGINT (and SIGHUP when `hup`) in this thread, and so in every thread

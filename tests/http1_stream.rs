@@ -50,11 +50,12 @@ fn server(n: usize, conns: usize) -> (std::net::SocketAddr, mpsc::Receiver<bool>
             let listener = monoio::net::TcpListener::bind("127.0.0.1:0").unwrap();
             addr_tx.send(listener.local_addr().unwrap()).unwrap();
             let (gate, date, cfg) = (Gate::new(), DateCache::default(), ConnConfig::default());
+            let metrics = switchyard::metrics::ShardMetrics::default();
             for _ in 0..conns {
                 let (stream, _) = listener.accept().await.unwrap();
                 let failed = Rc::new(Cell::new(false));
                 let svc = Streamer { n, send_failed: failed.clone() };
-                serve(stream, bytes::BytesMut::new(), &svc, &cfg, &gate, &date).await;
+                serve(stream, bytes::BytesMut::new(), &svc, &cfg, &gate, &date, &metrics).await;
                 // Let the producer run into the closed channel if it has not yet.
                 monoio::time::sleep(Duration::from_millis(50)).await;
                 done_tx.send(failed.get()).unwrap();

@@ -200,6 +200,8 @@ pub struct Config {
     pub grpc_metrics_port: u16,
     /// HTTP/2 settings (`DYN_GRPC_INITIAL_{CONNECTION,STREAM}_WINDOW_SIZE`).
     pub h2: settings::Settings,
+    /// `--max-connections-per-shard`.
+    pub max_connections_per_shard: usize,
     /// HTTPS on `--http-port` (`--tls-cert-path` …); `None`: plain HTTP.
     pub tls: Option<settings::TlsFiles>,
     /// `--api-keys-file` (`SWITCHYARD_API_KEYS`): the key file the inference routes check.
@@ -378,7 +380,12 @@ fn typed(parsed: Parsed, env: &dyn Fn(&str) -> Option<String>) -> Result<Config,
     Ok(Config {
         kserve_grpc: boolean(p, "kserve_grpc_server"),
         grpc_metrics_port,
-        h2: settings::Settings::from_env(env, max_header_bytes),
+        h2: settings::Settings {
+            max_concurrent_streams: u32::try_from(count("h2_max_concurrent_streams", 1)?).unwrap_or(u32::MAX),
+            max_pending_resets: count("h2_max_pending_resets", 0)?,
+            ..settings::Settings::from_env(env, max_header_bytes)
+        },
+        max_connections_per_shard: count("max_connections_per_shard", 1)?,
         api_keys_file: text(p, "api_keys_file").map(PathBuf::from),
         tls: match (text(p, "tls_cert_path"), text(p, "tls_key_path")) {
             (Some(cert), Some(key)) => Some(settings::TlsFiles {

@@ -137,8 +137,10 @@ pub struct Settings {
     pub stream_window: Option<u32>,
     /// Most concurrent streams a client may open.
     pub max_concurrent_streams: u32,
-    /// Most bytes of a request's header list.
+    /// Most bytes of a request's header list (HPACK-decoded, CONTINUATION frames included).
     pub max_header_list_size: u32,
+    /// Streams a client may open and reset before they are served (rapid reset).
+    pub max_pending_resets: usize,
 }
 
 impl Default for Settings {
@@ -148,6 +150,7 @@ impl Default for Settings {
             stream_window: None,
             max_concurrent_streams: 256,
             max_header_list_size: 64 * 1024,
+            max_pending_resets: 20,
         }
     }
 }

@@ -32,6 +32,7 @@ use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::{Handler, Prefixed, Settings};
+use crate::metrics::{Edge, ShardMetrics};
 use crate::shard::gate::Gate;
 
 /// The open streams of a connection, and when the last one ended.
@@ -76,9 +77,13 @@ pub async fn serve<H: Handler, IO: AsyncRead + AsyncWrite + Unpin>(
     settings: &Settings,
     timeouts: Timeouts,
     gate: &Gate,
+    metrics: &ShardMetrics,
 ) {
     let mut builder = h2::server::Builder::new();
-    builder.max_concurrent_streams(settings.max_concurrent_streams).max_header_list_size(settings.max_header_list_size);
+    builder
+        .max_concurrent_streams(settings.max_concurrent_streams)
+        .max_header_list_size(settings.max_header_list_size)
+        .max_pending_accept_reset_streams(settings.max_pending_resets);
     if let Some(w) = settings.stream_window {
         builder.initial_window_size(w);
     }
@@ -92,7 +97,10 @@ pub async fn serve<H: Handler, IO: AsyncRead + AsyncWrite + Unpin>(
             Ok(c) => c,
             Err(_) => return,
         },
-        _ = monoio::time::sleep(timeouts.handshake) => return,
+        _ = monoio::time::sleep(timeouts.handshake) => {
+            metrics.edge(Edge::H2HandshakeTimeout);
+            return;
+        },
         _ = gate.finished() => return,
     };
     let mut closing = false;
@@ -121,7 +129,15 @@ pub async fn serve<H: Handler, IO: AsyncRead + AsyncWrite + Unpin>(
                     });
                 }
                 // A connection error: h2 has already told the peer (GOAWAY) where it could.
-                Some(Err(_)) | None => return,
+                Some(Err(e)) => {
+                    if e.reason() == Some(h2::Reason::ENHANCE_YOUR_CALM) {
+                        metrics.edge(Edge::H2Calm);
+                    } else if !e.is_io() && e.reason() != Some(h2::Reason::NO_ERROR) {
+                        metrics.edge(Edge::H2Error);
+                    }
+                    return;
+                }
+                None => return,
             },
             _ = gate.closed(), if !closing => {
                 conn.graceful_shutdown();
@@ -130,6 +146,7 @@ pub async fn serve<H: Handler, IO: AsyncRead + AsyncWrite + Unpin>(
             _ = monoio::time::sleep(idle_left), if !closing => {
                 let idle_for = streams.last_end.get().unwrap_or(opened).elapsed();
                 if streams.open.get() == 0 && idle_for >= timeouts.idle {
+                    metrics.edge(Edge::IdleTimeout);
                     conn.graceful_shutdown();
                     closing = true;
                 }

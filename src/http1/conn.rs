@@ -27,6 +27,7 @@ use super::request::{Assembler, Request, Step};
 use super::response::{write_chunk, write_head, write_response, DateCache, Response, CONTINUE, LAST_CHUNK};
 use super::watch::{self, Stop};
 use crate::error::{Error, Kind};
+use crate::metrics::{Edge, ShardMetrics};
 use crate::shard::gate::{Gate, GateGuard};
 use crate::shard::local::Receiver;
 
@@ -82,6 +83,7 @@ pub async fn serve<S: Service, C: Io>(
     cfg: &ConnConfig,
     gate: &Gate,
     date: &DateCache,
+    metrics: &ShardMetrics,
 ) {
     let mut out: Vec<u8> = Vec::with_capacity(READ_CHUNK);
     let mut asm = Assembler::new(cfg.limits);
@@ -159,6 +161,11 @@ pub async fn serve<S: Service, C: Io>(
                     break;
                 }
                 Err(e) => {
+                    match e.kind() {
+                        Kind::PayloadTooLarge => metrics.edge(Edge::BodyTooLarge),
+                        Kind::HeadersTooLarge => metrics.edge(Edge::HeadersTooLarge),
+                        _ => {}
+                    }
                     write_response(&mut out, &Response::error(&e), false, true, date);
                     close = true;
                     break;
@@ -198,6 +205,7 @@ pub async fn serve<S: Service, C: Io>(
             ReadOutcome::Eof | ReadOutcome::Failed => return,
             ReadOutcome::TimedOut => {
                 drop(inflight);
+                metrics.edge(if head_pending { Edge::HeaderTimeout } else { Edge::IdleTimeout });
                 if head_pending {
                     let e = Error::new(Kind::RequestTimeout, "request header not received in time");
                     write_response(&mut out, &Response::error(&e), false, true, date);

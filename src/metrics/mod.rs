@@ -104,7 +104,9 @@ impl Default for TokenizerLatency {
     }
 }
 
-/// Events at the server's edge, counted per shard (`switchyard_tls_handshakes_total`).
+/// Events at the server's edge, counted per shard: TLS handshakes
+/// (`switchyard_tls_handshakes_total`) and every limit that ended a request or a connection
+/// (`switchyard_limit_hits_total`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Edge {
     /// A TLS handshake finished.
@@ -114,10 +116,38 @@ pub enum Edge {
     TlsFailed,
     /// A TLS handshake did not finish within the header-read timeout.
     TlsTimedOut,
+    /// A connection beyond `--max-connections-per-shard`, closed at once.
+    ConnectionLimit,
+    /// A request head not complete within the header-read timeout (408; slowloris).
+    HeaderTimeout,
+    /// A connection closed after the idle timeout.
+    IdleTimeout,
+    /// A request body over `DYN_HTTP_BODY_LIMIT_MB` (413).
+    BodyTooLarge,
+    /// A request head over the header count or byte limits (431).
+    HeadersTooLarge,
+    /// An HTTP/2 client's SETTINGS did not come within the header-read timeout.
+    H2HandshakeTimeout,
+    /// An HTTP/2 connection ended with GOAWAY ENHANCE_YOUR_CALM (rapid reset, floods).
+    H2Calm,
+    /// Any other HTTP/2 connection error (a protocol error, an oversized header block).
+    H2Error,
 }
 
 /// How many [`Edge`] events there are.
-pub const EDGES: usize = 3;
+pub const EDGES: usize = 11;
+
+/// The `limit` label of each limit among the [`Edge`] events.
+pub const LIMITS: [(Edge, &str); 8] = [
+    (Edge::ConnectionLimit, "connections_per_shard"),
+    (Edge::HeaderTimeout, "header_read_timeout"),
+    (Edge::IdleTimeout, "idle_timeout"),
+    (Edge::BodyTooLarge, "body_size"),
+    (Edge::HeadersTooLarge, "header_size"),
+    (Edge::H2HandshakeTimeout, "h2_handshake_timeout"),
+    (Edge::H2Calm, "h2_enhance_your_calm"),
+    (Edge::H2Error, "h2_protocol_error"),
+];
 
 /// One shard's collectors. `!Sync` by construction: only its shard touches it.
 #[derive(Default)]
@@ -163,6 +193,10 @@ impl ShardMetrics {
     pub fn connection_opened(&self) {
         self.connections_accepted.set(self.connections_accepted.get() + 1);
         self.connections_open.set(self.connections_open.get() + 1);
+    }
+    /// Client connections open on this shard now.
+    pub fn open_connections(&self) -> i64 {
+        self.connections_open.get()
     }
     pub fn connection_closed(&self) {
         self.connections_open.set(self.connections_open.get() - 1);
@@ -445,6 +479,10 @@ pub fn render(
     header(&mut out, "switchyard_tls_handshakes_total", "counter", "TLS handshakes on the HTTPS port, by result");
     for (e, result) in [(Edge::TlsOk, "ok"), (Edge::TlsFailed, "failed"), (Edge::TlsTimedOut, "timeout")] {
         let _ = writeln!(out, "switchyard_tls_handshakes_total{{result=\"{result}\"}} {}", s.edge[e as usize]);
+    }
+    header(&mut out, "switchyard_limit_hits_total", "counter", "Requests or connections ended by a limit, by limit");
+    for (e, limit) in LIMITS {
+        let _ = writeln!(out, "switchyard_limit_hits_total{{limit=\"{limit}\"}} {}", s.edge[e as usize]);
     }
     render_kv(&mut out, &s.kv);
     header(&mut out, "switchyard_shards", "gauge", "Shard threads running, and how many answered this scrape");

@@ -60,7 +60,10 @@ impl crate::h2::Handler for Frontend {
                 }
                 Err(e) => Response::error(&e),
             },
-            Err(ReadError::TooLarge) => Response::error(&crate::http1::request::body_too_large(&limits)),
+            Err(ReadError::TooLarge) => {
+                self.ctx.metrics.edge(crate::metrics::Edge::BodyTooLarge);
+                Response::error(&crate::http1::request::body_too_large(&limits))
+            }
             Err(ReadError::Stream(_)) => return,
         };
         send_response(respond, resp, parts.method == http::Method::HEAD, &self.ctx).await;

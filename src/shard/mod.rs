@@ -417,6 +417,12 @@ async fn accept_loop<S: Service + crate::h2::Handler>(
         match accepted {
             None => return,
             Some(Ok((stream, _peer))) => {
+                if ctx.metrics.open_connections() >= ctx.shared.config.max_connections_per_shard as i64 {
+                    // Over the limit: closed at once (dropping it), before any buffer exists.
+                    ctx.metrics.edge(crate::metrics::Edge::ConnectionLimit);
+                    drop(stream);
+                    continue;
+                }
                 let tls = if main { ctx.tls.borrow().clone() } else { None };
                 monoio::spawn(connection(stream, tls, ctx.clone(), service.clone()));
             }
@@ -451,14 +457,17 @@ async fn connection<S: Service + crate::h2::Handler>(
     // accepted connection).
     match crate::h2::detect(&mut stream, ctx.conn.idle_timeout, &ctx.gate).await {
         Detected::Http1(read) => {
-            Box::pin(conn::serve(stream, read, &*service, &ctx.conn, &ctx.gate, &ctx.date)).await;
+            Box::pin(conn::serve(stream, read, &*service, &ctx.conn, &ctx.gate, &ctx.date, &ctx.metrics)).await;
         }
         Detected::H2(read) => {
             let settings = ctx.shared.config.h2;
             let timeouts =
                 crate::h2::conn::Timeouts { handshake: ctx.conn.header_timeout, idle: ctx.conn.idle_timeout };
             match monoio::io::IntoPollIo::into_poll_io(stream) {
-                Ok(io) => Box::pin(crate::h2::conn::serve(io, read, service, &settings, timeouts, &ctx.gate)).await,
+                Ok(io) => {
+                    Box::pin(crate::h2::conn::serve(io, read, service, &settings, timeouts, &ctx.gate, &ctx.metrics))
+                        .await
+                }
                 Err(e) => crate::log::warn(&format!("h2: cannot switch the connection to poll I/O: {e}")),
             }
         }

@@ -167,16 +167,19 @@ pub async fn serve<S: crate::http1::Service + crate::h2::Handler>(
     let timeouts = crate::h2::conn::Timeouts { handshake: ctx.conn.header_timeout, idle: ctx.conn.idle_timeout };
     let settings = ctx.shared.config.h2;
     if tls.get_ref().1.alpn_protocol() == Some(b"h2") {
-        Box::pin(crate::h2::conn::serve(tls, BytesMut::new(), service, &settings, timeouts, &ctx.gate)).await;
+        Box::pin(crate::h2::conn::serve(tls, BytesMut::new(), service, &settings, timeouts, &ctx.gate, &ctx.metrics))
+            .await;
         return;
     }
     let mut io = PollRent::new(tls, fd);
     match crate::h2::detect(&mut io, ctx.conn.idle_timeout, &ctx.gate).await {
         Detected::Http1(read) => {
-            Box::pin(crate::http1::conn::serve(io, read, &*service, &ctx.conn, &ctx.gate, &ctx.date)).await;
+            Box::pin(crate::http1::conn::serve(io, read, &*service, &ctx.conn, &ctx.gate, &ctx.date, &ctx.metrics))
+                .await;
         }
         Detected::H2(read) => {
-            Box::pin(crate::h2::conn::serve(io.into_inner(), read, service, &settings, timeouts, &ctx.gate)).await;
+            let io = io.into_inner();
+            Box::pin(crate::h2::conn::serve(io, read, service, &settings, timeouts, &ctx.gate, &ctx.metrics)).await;
         }
         Detected::BadPreface => crate::h2::refuse(io).await,
         Detected::Closed => {}

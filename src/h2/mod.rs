@@ -31,7 +31,6 @@ use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
 use monoio::buf::IoBufMut;
-use monoio::io::AsyncReadRent;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use crate::shard::gate::Gate;
@@ -80,9 +79,15 @@ pub async fn refuse(mut stream: impl monoio::io::AsyncWriteRent) {
 
 /// Read a new connection's first bytes until they tell HTTP/2 from HTTP/1.1. Waits at most
 /// `wait` for them (the idle timeout of a fresh connection).
-pub async fn detect(stream: &mut impl AsyncReadRent, wait: Duration, gate: &Gate) -> Detected {
-    let mut buf = BytesMut::with_capacity(16 * 1024);
+pub async fn detect(stream: &mut impl crate::shard::conn_io::Io, wait: Duration, gate: &Gate) -> Detected {
     let deadline = std::time::Instant::now() + wait;
+    // A connection that says nothing yet holds no buffer.
+    monoio::select! {
+        r = stream.readable() => if r.is_err() { return Detected::Closed },
+        _ = gate.finished() => return Detected::Closed,
+        _ = monoio::time::sleep(wait) => return Detected::Closed,
+    }
+    let mut buf = BytesMut::with_capacity(16 * 1024);
     loop {
         let len = buf.len();
         let read = stream.read(buf.slice_mut(len..));

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use monoio::buf::IoBufMut;
-use monoio::io::{AsyncReadRent, AsyncWriteRent, AsyncWriteRentExt};
+use monoio::io::AsyncWriteRentExt;
 
 use super::parse::{Limits, Method};
 use super::request::{Assembler, Request, Step};
@@ -36,11 +36,7 @@ pub trait Service {
     fn call(&self, req: Request) -> impl Future<Output = Response>;
 }
 
-/// A connection's bytes: a plain socket, or TLS over one (see `crate::shard`). The descriptor
-/// is the socket's, for the watch that notices a client leaving ([`watch`]).
-pub trait Io: AsyncReadRent + AsyncWriteRent + std::os::fd::AsRawFd {}
-
-impl<T: AsyncReadRent + AsyncWriteRent + std::os::fd::AsRawFd> Io for T {}
+pub use crate::shard::conn_io::Io;
 
 /// Per-connection settings, fixed at start-up.
 #[derive(Clone, Copy, Debug)]
@@ -64,6 +60,8 @@ impl Default for ConnConfig {
 }
 
 const READ_CHUNK: usize = 16 * 1024;
+/// What the output buffer starts with (it grows for larger answers).
+const OUT_CHUNK: usize = 4 * 1024;
 /// Pipelined responses are flushed once this much output is pending.
 const FLUSH_AT: usize = 64 * 1024;
 
@@ -85,7 +83,7 @@ pub async fn serve<S: Service, C: Io>(
     date: &DateCache,
     metrics: &ShardMetrics,
 ) {
-    let mut out: Vec<u8> = Vec::with_capacity(READ_CHUNK);
+    let mut out: Vec<u8> = Vec::with_capacity(OUT_CHUNK);
     let mut asm = Assembler::new(cfg.limits);
     // When the first byte of the current, not yet complete, request arrived.
     let mut started: Option<Instant> = None;
@@ -112,7 +110,9 @@ pub async fn serve<S: Service, C: Io>(
                     // The client may leave while its answer is made: dropping the call cancels
                     // the request (its worker is told to stop).
                     let mut resp = monoio::select! {
-                        r = svc.call(req) => r,
+                        // Boxed: the answer's state lives on the heap while it is made, so the
+                        // connection's own future (all an idle connection holds) stays small.
+                        r = Box::pin(svc.call(req)) => r,
                         stop = watch::until_stop(&stream, gate) => match stop {
                             Stop::PeerGone => return,
                             Stop::ShuttingDown => Response::error(&Error::shutting_down()),
@@ -125,7 +125,7 @@ pub async fn serve<S: Service, C: Io>(
                             out.extend_from_slice(LAST_CHUNK);
                         } else {
                             let sent;
-                            (sent, out) = stream_body(&mut stream, out, chunks, resp.cut, gate).await;
+                            (sent, out) = Box::pin(stream_body(&mut stream, out, chunks, resp.cut, gate)).await;
                             if !sent {
                                 // The client went away mid-stream; dropping the receiver told the
                                 // producer.
@@ -196,6 +196,21 @@ pub async fn serve<S: Service, C: Io>(
             (true, Some(t0)) => cfg.header_timeout.saturating_sub(t0.elapsed()),
             _ => cfg.idle_timeout,
         };
+        if buf.is_empty() && !asm.mid_request() {
+            // Between requests: wait for the next one holding no buffer, so an idle
+            // keep-alive connection costs its socket and this task, not 32 KB of buffers.
+            buf = BytesMut::new();
+            out = Vec::new();
+            monoio::select! {
+                r = stream.readable() => if r.is_err() { return },
+                _ = gate.finished() => return,
+                _ = monoio::time::sleep(wait) => {
+                    metrics.edge(Edge::IdleTimeout);
+                    return;
+                },
+            }
+            out.reserve(OUT_CHUNK);
+        }
         if buf.capacity() - buf.len() < READ_CHUNK / 4 {
             buf.reserve(READ_CHUNK);
         }

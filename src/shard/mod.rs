@@ -26,6 +26,7 @@
 //! I/O driver: io_uring when the kernel allows it, epoll otherwise (`--io-driver` forces one;
 //! io_uring is refused under Docker's default seccomp profile, and then `auto` falls back).
 
+pub mod conn_io;
 pub mod gate;
 mod listener;
 pub mod local;

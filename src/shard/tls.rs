@@ -70,6 +70,14 @@ impl<T: AsyncRead + Unpin> PollRent<T> {
     }
 }
 
+impl<T: AsyncRead + AsyncWrite + Unpin> super::conn_io::Io for PollRent<T> {
+    /// Always ready: TLS may hold decrypted bytes already read from the socket, so an idle
+    /// HTTPS connection keeps its read buffer (and rustls its own).
+    async fn readable(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
 impl<T: AsyncRead + Unpin> AsyncReadRent for PollRent<T> {
     async fn read<B: IoBufMut>(&mut self, mut buf: B) -> BufResult<usize, B> {
         let res = self.read_raw(buf.write_ptr(), buf.bytes_total()).await;

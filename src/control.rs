@@ -252,7 +252,7 @@ impl Builder {
 /// The `kv-events` and `kv_metrics` publishers (ZMQ endpoints, NATS subjects), the recovery
 /// targets and the live workers of a snapshot; with `load_only` (another router mode than
 /// kv, watching worker load for the busy thresholds) only the `kv_metrics` publishers.
-fn kv_publishers(snap: &Snapshot, load_only: bool) -> Publishers {
+pub(crate) fn kv_publishers(snap: &Snapshot, load_only: bool) -> Publishers {
     let mut p = all_publishers(snap);
     if load_only {
         p.endpoints.clear();

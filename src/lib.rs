@@ -23,6 +23,7 @@
 //! | [`worker`] | the in-tree mock worker (tests, benches, the embedded demo) | its own std threads |
 //! | [`bench`] | `switchyard bench`: the latency benchmark client (its own process) | one monoio thread |
 //! | [`error`] | the one error type: kind, side, retry; status mapping in one place | everywhere |
+//! | `fuzzing` | the fuzz targets, shared by `fuzz/` and `tests/fuzz_corpus.rs` | the fuzzer's or test's thread |
 //!
 //! A request's way: `shard` accepts → `h2::detect` reads the first bytes → `http1::conn` (or
 //! `h2::conn`, gRPC calls going to `kserve`) frames the request → `service::Frontend` routes it
@@ -40,6 +41,8 @@ pub mod config;
 pub mod control;
 pub mod discovery;
 pub mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod h2;
 pub mod http1;
 pub mod infer;

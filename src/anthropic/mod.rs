@@ -100,7 +100,7 @@ pub async fn count_tokens(ctx: &Rc<ShardCtx>, body: &Bytes) -> Result<Vec<u8>, E
 
 /// 1.6.1's estimate of a request's tokens: a third of its characters (system, per message a
 /// role overhead and its blocks, tools), at least 1 when there are any.
-fn estimate(r: &request::MessagesRequest, strip: bool) -> u32 {
+pub fn estimate(r: &request::MessagesRequest, strip: bool) -> u32 {
     use request::{Content, Role};
     use serde_json::Value;
     let mut chars = r.system.as_ref().map_or(0, |s| request::system_text(s, strip).chars().count());

@@ -165,7 +165,7 @@ pub fn parse_head(buf: &[u8], limits: &Limits) -> Result<Option<Head>, Error> {
             return Err(Error::new(Kind::HeadersTooLarge, "too many header fields"))
         }
         Err(httparse::Error::Version) => {
-            return Err(version_error(buf));
+            return version_error(buf).map_or(Ok(None), Err);
         }
         Err(e) => return Err(Error::new(Kind::BadRequest, format!("malformed request head: {e}"))),
     };
@@ -283,15 +283,23 @@ pub fn parse_head(buf: &[u8], limits: &Limits) -> Result<Option<Head>, Error> {
     Ok(Some(Head { method, path, query, minor_version, headers, framing, keep_alive, expect, content_type, head_len }))
 }
 
-/// httparse says "version" both for HTTP/2's preface and for garbage; tell them apart.
-fn version_error(buf: &[u8]) -> Error {
-    let line_end = buf.iter().position(|&b| b == b'\r' || b == b'\n').unwrap_or(buf.len());
-    let line = &buf[..line_end];
-    if line.ends_with(b"HTTP/2.0") || line.ends_with(b"HTTP/3.0") || line.ends_with(b"HTTP/2") {
+/// httparse says "version" both for HTTP/2's preface and for garbage; tell them apart by the
+/// request line's last word: `HTTP/2.0`, `HTTP/3.0` or `HTTP/2` is 505, anything else 400.
+/// `None` while the line is incomplete and that word may still become one of the first two
+/// (`HTTP/2.` read so far): the answer must not depend on how the line was split.
+fn version_error(buf: &[u8]) -> Option<Error> {
+    const OTHER_VERSIONS: [&[u8]; 3] = [b"HTTP/2.0", b"HTTP/3.0", b"HTTP/2"];
+    let line_end = buf.iter().position(|&b| b == b'\r' || b == b'\n');
+    let line = &buf[..line_end.unwrap_or(buf.len())];
+    let version = &line[line.iter().rposition(|&b| b == b' ').map_or(0, |i| i + 1)..];
+    if line_end.is_none() && OTHER_VERSIONS[..2].iter().any(|v| v.starts_with(version)) {
+        return None;
+    }
+    Some(if OTHER_VERSIONS.contains(&version) {
         Error::new(Kind::VersionNotSupported, "HTTP version not supported on this listener")
     } else {
         bad("malformed HTTP version")
-    }
+    })
 }
 
 fn trim(mut s: &[u8]) -> &[u8] {

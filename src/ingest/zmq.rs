@@ -161,27 +161,8 @@ impl Sub {
 
     /// A complete frame at the start of `buf`, if there is one.
     fn parse_frame(&self) -> io::Result<Option<(u8, Vec<u8>, usize)>> {
-        let b = &self.buf;
-        let Some(&flags) = b.first() else { return Ok(None) };
-        let (len, head) = if flags & FLAG_LONG != 0 {
-            if b.len() < 9 {
-                return Ok(None);
-            }
-            (u64::from_be_bytes(b[1..9].try_into().expect("8 bytes")), 9)
-        } else {
-            if b.len() < 2 {
-                return Ok(None);
-            }
-            (u64::from(b[1]), 2)
-        };
-        if len > self.max_frame as u64 {
-            return Err(bad(format!("{}: a {len}-byte frame exceeds the limit of {}", self.peer, self.max_frame)));
-        }
-        let end = head + len as usize;
-        if b.len() < end {
-            return Ok(None);
-        }
-        Ok(Some((flags, b[head..end].to_vec(), end)))
+        let split = split_frame(&self.buf, self.max_frame).map_err(|e| bad(format!("{}: {e}", self.peer)))?;
+        Ok(split.map(|(flags, body)| (flags, self.buf[body.clone()].to_vec(), body.end)))
     }
 
     /// One read into `buf`. EOF is an error: the publisher went away.
@@ -225,6 +206,28 @@ impl Sub {
         self.stream.set_nonblocking(false)?;
         r
     }
+}
+
+/// The frame at the start of `b`: its flags and the range of its body (which ends where the
+/// frame does); `None` until the whole frame is there. A frame over `max_frame` bytes is an
+/// error, so a peer cannot make us buffer without bound.
+pub fn split_frame(b: &[u8], max_frame: usize) -> Result<Option<(u8, std::ops::Range<usize>)>, String> {
+    let Some(&flags) = b.first() else { return Ok(None) };
+    let (len, head) = if flags & FLAG_LONG != 0 {
+        let Some(len) = b.get(1..9) else { return Ok(None) };
+        (u64::from_be_bytes(len.try_into().expect("8 bytes")), 9)
+    } else {
+        let Some(&len) = b.get(1) else { return Ok(None) };
+        (u64::from(len), 2)
+    };
+    if len > max_frame as u64 {
+        return Err(format!("a {len}-byte frame exceeds the limit of {max_frame}"));
+    }
+    let end = head + len as usize;
+    if b.len() < end {
+        return Ok(None);
+    }
+    Ok(Some((flags, head..end)))
 }
 
 /// The value of property `name` in a READY command's property list.

@@ -190,7 +190,7 @@ pub fn parsers_of(serving: &crate::infer::Serving, offers_tools: bool) -> crate:
 
 /// A data-parallel rank (`nvext.dp_rank`, `prefill_dp_rank`) is a rank of a worker the
 /// request names; without one it means nothing, and 1.6.1 answers 400 `Invalid request`.
-fn ranks_name_a_worker(req: &crate::infer::InferRequest) -> Result<(), Error> {
+pub fn ranks_name_a_worker(req: &crate::infer::InferRequest) -> Result<(), Error> {
     let r = &req.routing;
     let rank = r.dp_rank.is_some() || r.prefill_dp_rank.is_some();
     let worker = req.pinned.is_some() || r.decode_worker_id.is_some() || r.prefill_worker_id.is_some();

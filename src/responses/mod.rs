@@ -67,7 +67,7 @@ pub async fn serve(ctx: &Rc<ShardCtx>, body: &Bytes, caller: Caller) -> Result<A
 
 /// The request's echo, and the chat request it stands for (parsed and validated) with its
 /// JSON.
-fn prepare(body: &Bytes) -> Result<(Echo, Box<crate::openai::NvCreateChatCompletionRequest>, Bytes), Error> {
+pub fn prepare(body: &Bytes) -> Result<(Echo, Box<crate::openai::NvCreateChatCompletionRequest>, Bytes), Error> {
     let r = request::parse(body)?;
     let tools = request::function_tools(r.tools.as_deref().unwrap_or(&[]))?;
     let echo = Echo::of(&r, &tools);
@@ -80,6 +80,24 @@ fn prepare(body: &Bytes) -> Result<(Echo, Box<crate::openai::NvCreateChatComplet
 /// Answer one `/v1/responses/input_tokens` body: the number of tokens of the prompt the
 /// request would send (the model's chat template and tokenizer; no worker is called).
 pub async fn input_tokens(ctx: &Rc<ShardCtx>, body: &Bytes) -> Result<Vec<u8>, Error> {
+    let n = match counted(body)? {
+        None => 0,
+        Some((chat, chat_body)) => {
+            let (req, _) = crate::openai::to_infer::chat(chat, &chat_body)?;
+            crate::infer::count::prompt_tokens(ctx, &req).await?.ok_or_else(|| {
+                Error::new(
+                    Kind::BadRequest,
+                    format!("Model '{}' is not tokenized by the frontend: its prompt cannot be counted", req.model),
+                )
+            })?
+        }
+    };
+    Ok(serde_json::to_vec(&json!({"object": "response.input_tokens", "input_tokens": n})).unwrap_or_default())
+}
+
+/// The chat request an `input_tokens` body is counted as, with its JSON; `None` for an empty
+/// conversation (0 tokens).
+pub fn counted(body: &Bytes) -> Result<Option<(Box<crate::openai::NvCreateChatCompletionRequest>, Bytes)>, Error> {
     // `input` may be left out here (an empty conversation).
     let mut v: Value = serde_json::from_slice(body).map_err(|e| crate::openai::deserialize_error(&e))?;
     let Some(o) = v.as_object_mut() else {
@@ -94,20 +112,12 @@ pub async fn input_tokens(ctx: &Rc<ShardCtx>, body: &Bytes) -> Result<Vec<u8>, E
     }
     let empty = o.get("input").is_some_and(|i| i.as_array().is_some_and(Vec::is_empty))
         && o.get("instructions").and_then(Value::as_str).is_none_or(str::is_empty);
+    if empty {
+        return Ok(None);
+    }
     let body = Bytes::from(serde_json::to_vec(&v).map_err(|e| Error::internal(e.to_string()))?);
-    let n = if empty {
-        0
-    } else {
-        let (_, chat, chat_body) = prepare(&body)?;
-        let (req, _) = crate::openai::to_infer::chat(chat, &chat_body)?;
-        crate::infer::count::prompt_tokens(ctx, &req).await?.ok_or_else(|| {
-            Error::new(
-                Kind::BadRequest,
-                format!("Model '{}' is not tokenized by the frontend: its prompt cannot be counted", req.model),
-            )
-        })?
-    };
-    Ok(serde_json::to_vec(&json!({"object": "response.input_tokens", "input_tokens": n})).unwrap_or_default())
+    let (_, chat, chat_body) = prepare(&body)?;
+    Ok(Some((chat, chat_body)))
 }
 
 /// Count a body refused before it ran, labelled with its model when that is served.

@@ -31,6 +31,14 @@ use super::pyjson;
 const TEMPLATE_NAME: &str = "chat";
 const CONTINUE_TAG: &str = "CONTINUE_FINAL_MESSAGE_TAG ";
 const REASONING_FIELDS: [&str; 3] = ["reasoning_content", "thinking", "reasoning"];
+/// Template instructions one render may run (minijinja's fuel): a template that loops
+/// without end (nested `range` loops run 10^10 times) is stopped with an error instead of
+/// holding its shard (about a second at most). Real templates spend a few hundred a
+/// message, so tens of thousands of messages fit.
+pub const RENDER_FUEL: u64 = 20_000_000;
+/// Bytes one render may write: a template that prints without end is stopped with an error
+/// instead of growing the prompt until memory runs out.
+pub const MAX_RENDER_BYTES: usize = 256 << 20;
 
 /// A compiled chat template.
 pub struct ChatTemplate {
@@ -62,6 +70,27 @@ pub struct RenderArgs<'a> {
     pub extra: Option<&'a Map<String, Value>>,
     /// The time `strftime_now` reports (seconds since the epoch); `None` for the real clock.
     pub now: Option<u64>,
+}
+
+impl<'a> RenderArgs<'a> {
+    /// A conversation and nothing else (no tools, documents or extra arguments), with the
+    /// generation prompt, the clock at `now`.
+    pub fn conversation(
+        messages: &'a [Value],
+        special_tokens: &'a BTreeMap<String, String>,
+        now: Option<u64>,
+    ) -> RenderArgs<'a> {
+        RenderArgs {
+            messages,
+            tools: None,
+            documents: None,
+            add_generation_prompt: true,
+            continue_final_message: false,
+            special_tokens,
+            extra: None,
+            now,
+        }
+    }
 }
 
 /// Why a render failed; the message is meant for the client (a 400).
@@ -127,6 +156,7 @@ impl ChatTemplate {
     /// Compile `source`; a syntax error is reported with its line.
     pub fn compile(source: &str) -> Result<ChatTemplate, String> {
         let mut env = Environment::new();
+        env.set_fuel(Some(RENDER_FUEL));
         let syntax = minijinja::syntax::SyntaxConfig::builder()
             .trim_blocks(true)
             .lstrip_blocks(true)
@@ -272,7 +302,14 @@ impl ChatTemplate {
         ctx.insert(JValue::from("strftime_now"), strftime_now);
         let env_ctx = JValue::from_object(ctx);
         let tmpl = self.env.get_template(TEMPLATE_NAME).map_err(|e| RenderError(e.to_string()))?;
-        let rendered = tmpl.render(env_ctx).map_err(|e| RenderError(render_error_text(&e)))?;
+        let mut out = Bounded(Vec::with_capacity(4096));
+        let rendered = match tmpl.render_captured_to(env_ctx, &mut out) {
+            Ok(_) => String::from_utf8(out.0).map_err(|e| RenderError(e.to_string()))?,
+            Err(_) if out.0.len() > MAX_RENDER_BYTES => {
+                return Err(RenderError(format!("the chat template renders more than {MAX_RENDER_BYTES} bytes")))
+            }
+            Err(e) => return Err(RenderError(render_error_text(&e))),
+        };
         match final_text {
             None => Ok(rendered),
             Some(final_text) => cut_at_tag(rendered, &final_text),
@@ -396,6 +433,24 @@ fn jinja_message(m: &Value) -> Result<JValue, RenderError> {
         out.insert(JValue::from(k), jinja(v));
     })?;
     Ok(JValue::from_object(out))
+}
+
+/// A render's output, refused past [`MAX_RENDER_BYTES`] (the byte that crosses the limit is
+/// kept, so the caller can tell this refusal from the template's own errors).
+struct Bounded(Vec<u8>);
+
+impl std::io::Write for Bounded {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.0.len() + buf.len() > MAX_RENDER_BYTES {
+            self.0.extend_from_slice(&buf[..(MAX_RENDER_BYTES + 1 - self.0.len()).min(buf.len())]);
+            return Err(std::io::Error::other("render output limit"));
+        }
+        self.0.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// `raise_exception` messages come through as they are; other errors with their detail.

@@ -29,7 +29,7 @@ mod client;
 mod lease;
 mod source;
 mod view;
-mod watch;
+pub(crate) mod watch;
 pub(crate) mod wire;
 
 pub use client::{EtcdClient, Kv, DEFAULT_ENDPOINTS};

@@ -104,9 +104,7 @@ impl Watch {
     pub(crate) fn take_events(&mut self) -> io::Result<Vec<Event>> {
         let mut events = Vec::new();
         while let Some(result) = self.next_result()? {
-            for ev in result.get("events").and_then(Value::as_array).map_or(&[][..], Vec::as_slice) {
-                events.push(parse_event(ev)?);
-            }
+            events.extend(result_events(&result)?);
         }
         Ok(events)
     }
@@ -124,22 +122,35 @@ impl Watch {
             };
             self.line.extend(body.drain(..=nl));
             let line = std::mem::take(&mut self.line);
-            if line.iter().all(u8::is_ascii_whitespace) {
-                continue;
+            if let Some(result) = line_result(&line, &self.prefix)? {
+                return Ok(Some(result));
             }
-            let mut msg: Value = serde_json::from_slice(&line).map_err(|e| lost(&self.prefix, e))?;
-            if let Some(err) = msg.get("error").filter(|e| !e.is_null()) {
-                return Err(lost(&self.prefix, err));
-            }
-            let result = msg.get_mut("result").map(Value::take).unwrap_or_default();
-            if result.get("canceled").and_then(Value::as_bool) == Some(true) {
-                let compacted = int64(&result, "compact_revision")?;
-                let reason = result.get("cancel_reason").and_then(Value::as_str).unwrap_or("");
-                return Err(lost(&self.prefix, format!("canceled (compact revision {compacted}) {reason}")));
-            }
-            return Ok(Some(result));
         }
     }
+}
+
+/// One line of a watch stream: its `result`, `None` for a blank line; a message that ends
+/// the watch (an error, a cancellation) is an error.
+pub(crate) fn line_result(line: &[u8], prefix: &str) -> io::Result<Option<Value>> {
+    if line.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    let mut msg: Value = serde_json::from_slice(line).map_err(|e| lost(prefix, e))?;
+    if let Some(err) = msg.get("error").filter(|e| !e.is_null()) {
+        return Err(lost(prefix, err));
+    }
+    let result = msg.get_mut("result").map(Value::take).unwrap_or_default();
+    if result.get("canceled").and_then(Value::as_bool) == Some(true) {
+        let compacted = int64(&result, "compact_revision")?;
+        let reason = result.get("cancel_reason").and_then(Value::as_str).unwrap_or("");
+        return Err(lost(prefix, format!("canceled (compact revision {compacted}) {reason}")));
+    }
+    Ok(Some(result))
+}
+
+/// The events of one watch `result`.
+pub(crate) fn result_events(result: &Value) -> io::Result<Vec<Event>> {
+    result.get("events").and_then(Value::as_array).map_or(&[][..], Vec::as_slice).iter().map(parse_event).collect()
 }
 
 impl AsRawFd for Watch {

@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# Fuzzes switchyard's parsers and decoders with cargo-fuzz (libFuzzer), one target at a time.
+#
+#   scripts/fuzz.sh [--update-corpus] SECONDS [TARGET...]
+#
+# Installs what it needs when missing (a nightly toolchain through rustup, cargo-fuzz), builds
+# every target once, then runs each TARGET (default: all, see `cargo fuzz list` in fuzz/)
+# for SECONDS, niced, starting from the committed corpus fuzz/corpus/<target>/ (read only:
+# new inputs go to a scratch corpus under fuzz/work/). Crashes, hangs and out-of-memory inputs
+# go to fuzz/artifacts/<target>/ (gitignored). Prints per target: runs, execs/s, coverage
+# (libFuzzer's cov and ft counters) and corpus size; exits non-zero if any target failed.
+#
+# --update-corpus: afterwards, minimise the committed corpus together with what the run
+# found (`cargo fuzz cmin`) back into fuzz/corpus/<target>/.
+#
+# Environment: FUZZ_TIMEOUT (seconds one input may take, default 20), FUZZ_RSS_MB (memory
+# limit, default 2048), FUZZ_ARGS (more libFuzzer flags), CARGO_TARGET_DIR as for cargo.
+# Built without a sanitizer (the fuzzed code has no `unsafe`) and with debug assertions, so
+# integer overflow panics.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+update=0
+if [[ "${1:-}" == "--update-corpus" ]]; then
+    update=1
+    shift
+fi
+if [[ $# -lt 1 || ! "$1" =~ ^[0-9]+$ ]]; then
+    sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'
+    exit 2
+fi
+seconds=$1
+shift
+
+# -- tools ---------------------------------------------------------------------------------
+if ! rustup toolchain list | grep -q '^nightly'; then
+    echo "== installing the nightly toolchain (rustup, minimal profile)"
+    rustup toolchain install nightly --profile minimal
+fi
+if ! command -v cargo-fuzz >/dev/null 2>&1; then
+    echo "== installing cargo-fuzz"
+    cargo install cargo-fuzz --locked
+fi
+
+cd fuzz
+flags=(+nightly fuzz build --sanitizer none --debug-assertions)
+run_flags=(--sanitizer none --debug-assertions)
+targets=("$@")
+if [[ ${#targets[@]} -eq 0 ]]; then
+    mapfile -t targets < <(cargo +nightly fuzz list)
+fi
+
+echo "== build (${targets[*]})"
+start=$(date +%s)
+nice -n 10 cargo "${flags[@]}"
+echo "built in $(($(date +%s) - start)) s"
+
+# -- runs ----------------------------------------------------------------------------------
+failed=()
+summary=()
+for t in "${targets[@]}"; do
+    corpus=corpus/$t
+    work=work/$t
+    mkdir -p "$corpus" "$work" "artifacts/$t"
+    log=work/$t.log
+    dict=()
+    if [[ -f dict/$t.dict ]]; then
+        dict=(-dict="dict/$t.dict")
+    fi
+    echo "== $t: ${seconds} s"
+    set +e
+    # shellcheck disable=SC2086
+    nice -n 10 cargo +nightly fuzz run "${run_flags[@]}" "$t" "$work" "$corpus" -- \
+        -max_total_time="$seconds" -timeout="${FUZZ_TIMEOUT:-20}" -rss_limit_mb="${FUZZ_RSS_MB:-2048}" \
+        -print_final_stats=1 -artifact_prefix="artifacts/$t/" "${dict[@]}" ${FUZZ_ARGS:-} >"$log" 2>&1
+    status=$?
+    set -e
+    runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+    rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
+    last=$(grep -E '^#[0-9]+' "$log" | tail -1 || true)
+    cov=$(sed -n 's/.* cov: \([0-9]*\).*/\1/p' <<<"$last")
+    ft=$(sed -n 's/.* ft: \([0-9]*\).*/\1/p' <<<"$last")
+    corp=$(sed -n 's/.* corp: \([0-9]*\/[0-9]*[a-zA-Z]*\).*/\1/p' <<<"$last")
+    line=$(printf '%-14s %6s s  runs %-10s execs/s %-7s cov %-6s ft %-7s corpus %s' \
+        "$t" "$seconds" "${runs:-?}" "${rate:-?}" "${cov:-?}" "${ft:-?}" "${corp:-?}")
+    if [[ $status -ne 0 ]]; then
+        failed+=("$t")
+        line="$line  FAILED (exit $status; see fuzz/$log and fuzz/artifacts/$t/)"
+        grep -E '^(thread .* panicked|==[0-9]+== ERROR|SUMMARY|ALARM|.*out-of-memory|.*Test unit written)' "$log" | head -5 || true
+    fi
+    echo "$line"
+    summary+=("$line")
+    if [[ $update -eq 1 && $status -eq 0 ]]; then
+        merged=work/$t.merged
+        rm -rf "$merged"
+        mkdir -p "$merged"
+        cp "$corpus"/* "$work"/* "$merged"/ 2>/dev/null || true
+        nice -n 10 cargo +nightly fuzz cmin "${run_flags[@]}" "$t" "$merged" >"work/$t.cmin.log" 2>&1
+        rm -rf "$corpus"
+        mv "$merged" "$corpus"
+        echo "   corpus minimised: $(find "$corpus" -type f | wc -l) files, $(du -sk "$corpus" | cut -f1) KiB"
+    fi
+done
+
+echo
+echo "== fuzz summary"
+printf '%s\n' "${summary[@]}"
+if [[ ${#failed[@]} -gt 0 ]]; then
+    echo "failed: ${failed[*]}"
+    exit 1
+fi

@@ -94,6 +94,18 @@ fn connections_beyond_the_shard_limit_are_closed_at_once() {
         std::thread::sleep(Duration::from_millis(20));
     }
     held.pop();
+    // The scrape needs a free slot too: wait until the server has seen the last close.
+    let t0 = Instant::now();
+    loop {
+        let mut c = TcpStream::connect(addr).unwrap();
+        c.write_all(GET_LIVE).unwrap();
+        if !read_to_close_or_answer(&mut c).is_empty() {
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(5), "no connection taken after the last close");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(100));
     assert!(limit_hits(addr, "connections_per_shard") >= 1);
     server.shutdown();
 }

@@ -284,14 +284,15 @@ pub fn parse_head(buf: &[u8], limits: &Limits) -> Result<Option<Head>, Error> {
 }
 
 /// httparse says "version" both for HTTP/2's preface and for garbage; tell them apart by the
-/// request line's last word: `HTTP/2.0`, `HTTP/3.0` or `HTTP/2` is 505, anything else 400.
-/// `None` while the line is incomplete and that word may still become one of the first two
-/// (`HTTP/2.` read so far): the answer must not depend on how the line was split.
+/// request line's version, what follows its second space: `HTTP/2.0`, `HTTP/3.0` or `HTTP/2`
+/// is 505, anything else 400. `None` while the line is incomplete and its version may still
+/// become one of the first two (`HTTP/2.` read so far): the answer must not depend on how
+/// the line was split.
 fn version_error(buf: &[u8]) -> Option<Error> {
     const OTHER_VERSIONS: [&[u8]; 3] = [b"HTTP/2.0", b"HTTP/3.0", b"HTTP/2"];
     let line_end = buf.iter().position(|&b| b == b'\r' || b == b'\n');
     let line = &buf[..line_end.unwrap_or(buf.len())];
-    let version = &line[line.iter().rposition(|&b| b == b' ').map_or(0, |i| i + 1)..];
+    let version = line.splitn(3, |&b| b == b' ').nth(2).unwrap_or_default();
     if line_end.is_none() && OTHER_VERSIONS[..2].iter().any(|v| v.starts_with(version)) {
         return None;
     }

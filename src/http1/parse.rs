@@ -158,6 +158,9 @@ pub fn parse_head(buf: &[u8], limits: &Limits) -> Result<Option<Head>, Error> {
     // parse does not pay for clearing the whole array.
     let mut raw = [const { std::mem::MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS_CAP];
     let max = limits.max_headers.min(MAX_HEADERS_CAP);
+    // Only the bytes up to the limit are judged: beyond them the head is too large, whether a
+    // malformed byte follows or not, so the answer does not depend on how much is buffered.
+    let buf = &buf[..buf.len().min(limits.max_head_bytes + 1)];
     let mut req = httparse::Request::new(&mut []);
     let status = match req.parse_with_uninit_headers(buf, &mut raw[..max]) {
         Ok(s) => s,

@@ -138,7 +138,8 @@ mod http1 {
     /// A request line naming HTTP/2 was answered 505 when it arrived whole and 400 when a
     /// read ended inside its version (`HTTP/2.`): found by the http1 target, which feeds
     /// the same bytes whole and in pieces (tests/data/fuzz/http1/http2_version_split), and
-    /// again, after a first fix, with garbage before `HTTP/2`.
+    /// again, after a first fix, with garbage before `HTTP/2` and with more words after the
+    /// version.
     #[test]
     fn an_http2_version_is_505_however_the_line_is_split() {
         let line = b"HEAD /live HTTP/2.0\r\n\r\n";
@@ -157,6 +158,13 @@ mod http1 {
         let garbage_then_2 = b"GET /v/models \xe9\xe9HTTP/2\r\n\r\n";
         for cut in [15, 20, garbage_then_2.len()] {
             let e = parse_head(&garbage_then_2[..cut], &Limits::default()).unwrap_err();
+            assert_eq!(e.kind(), Kind::BadRequest, "cut at {cut}");
+        }
+        // The version is what follows the target, whatever comes after it on the line
+        // (tests/data/fuzz/http1/version_then_more_words: answered only once split).
+        let then_more = b"GET /health  HTT\x07POST /vCoPnnection: ";
+        for cut in [17, 35, then_more.len()] {
+            let e = parse_head(&then_more[..cut], &Limits::default()).unwrap_err();
             assert_eq!(e.kind(), Kind::BadRequest, "cut at {cut}");
         }
         for garbage in [&b"GET / HTTP/2x\r\n\r\n"[..], b"GET / HTTP/9.9\r\n\r\n", b"GET / HTTP/2.1"] {

@@ -158,6 +158,9 @@ pub fn parse_head(buf: &[u8], limits: &Limits) -> Result<Option<Head>, Error> {
     // parse does not pay for clearing the whole array.
     let mut raw = [const { std::mem::MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS_CAP];
     let max = limits.max_headers.min(MAX_HEADERS_CAP);
+    // Only the bytes up to the limit are judged: beyond them the head is too large, whether a
+    // malformed byte follows or not, so the answer does not depend on how much is buffered.
+    let buf = &buf[..buf.len().min(limits.max_head_bytes + 1)];
     let mut req = httparse::Request::new(&mut []);
     let status = match req.parse_with_uninit_headers(buf, &mut raw[..max]) {
         Ok(s) => s,
@@ -284,14 +287,15 @@ pub fn parse_head(buf: &[u8], limits: &Limits) -> Result<Option<Head>, Error> {
 }
 
 /// httparse says "version" both for HTTP/2's preface and for garbage; tell them apart by the
-/// request line's last word: `HTTP/2.0`, `HTTP/3.0` or `HTTP/2` is 505, anything else 400.
-/// `None` while the line is incomplete and that word may still become one of the first two
-/// (`HTTP/2.` read so far): the answer must not depend on how the line was split.
+/// request line's version, what follows its second space: `HTTP/2.0`, `HTTP/3.0` or `HTTP/2`
+/// is 505, anything else 400. `None` while the line is incomplete and its version may still
+/// become one of the first two (`HTTP/2.` read so far): the answer must not depend on how
+/// the line was split.
 fn version_error(buf: &[u8]) -> Option<Error> {
     const OTHER_VERSIONS: [&[u8]; 3] = [b"HTTP/2.0", b"HTTP/3.0", b"HTTP/2"];
     let line_end = buf.iter().position(|&b| b == b'\r' || b == b'\n');
     let line = &buf[..line_end.unwrap_or(buf.len())];
-    let version = &line[line.iter().rposition(|&b| b == b' ').map_or(0, |i| i + 1)..];
+    let version = line.splitn(3, |&b| b == b' ').nth(2).unwrap_or_default();
     if line_end.is_none() && OTHER_VERSIONS[..2].iter().any(|v| v.starts_with(version)) {
         return None;
     }

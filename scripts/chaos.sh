@@ -50,6 +50,7 @@ fail() {
     echo "---- last lines of $(basename "$log")" >&2
     plain_log "$(basename "$log" .log)" | tail -n 20 >&2
   done
+  echo "FAIL: $* (the logs above)" >&2 # again, last, where a truncated output still shows it
   exit 1
 }
 start() { # name command...

@@ -53,6 +53,7 @@ fail() { # message
     echo "---- last lines of $(basename "$log")" >&2
     plain_log "$(basename "$log" .log)" | tail -n 25 >&2
   done
+  echo "FAIL: $* (the logs above)" >&2 # again, last, where a truncated output still shows it
   exit 1
 }
 

@@ -59,6 +59,7 @@ trap cleanup EXIT
 fail() {
   echo "FAIL: $*" >&2
   for log in "$WORK"/*.log; do echo "---- $(basename "$log")" >&2; tail -n 15 "$log" >&2; done
+  echo "FAIL: $* (the logs above)" >&2 # again, last, where a truncated output still shows it
   exit 1
 }
 
@@ -72,22 +73,23 @@ start_mockers() { # log-prefix first last [speedup]: mockers first..last; waits 
       --speedup-ratio "${4:-20}" --data-parallel-size "${DP_SIZE:-1}" >"$WORK/$1-mocker$i.log" 2>&1 &
     MOCKERS[i]=$!; PIDS+=($!)
   done
-  for _ in $(seq 1 120); do
-    [ "$(find "$DYN_FILE_KV/v1/instances" -name '*generate*' 2>/dev/null | wc -l)" -ge "$3" ] && break
+  for _ in $(seq 1 240); do
+    [ "$(find "$DYN_FILE_KV/v1/instances" -name '*generate*' 2>/dev/null | wc -l)" -ge "$3" ] && return 0
     sleep 0.5
   done
+  echo "warning: $1: mockers $2..$3 did not all register within 120 s" >&2
 }
 start_frontend() { # log-name frontend-command...: sets FE, waits for the model
   local log=$1; shift
   "$@" --discovery-backend file --http-host 127.0.0.1 --http-port 18500 >"$WORK/$log.log" 2>&1 &
   FE=$!; PIDS+=($FE)
-  for _ in $(seq 1 120); do
+  for _ in $(seq 1 240); do
     # Answered by this frontend, not by one an earlier phase left behind.
     kill -0 "$FE" 2>/dev/null || fail "$log: the frontend exited"
     curl -s -m 2 localhost:18500/v1/models | grep -q '"qwen3"' && return 0
     sleep 0.5
   done
-  fail "$log: the model never appeared"
+  fail "$log: the model never appeared within 120 s"
 }
 
 run() { # label seed frontend-command...: prints the cached-token ratio

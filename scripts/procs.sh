@@ -17,4 +17,4 @@ start() {
   "$@" >"$WORK/$name.log" 2>&1 &
   PIDS+=($!)
 }
-fail() { echo "FAIL: $*" >&2; for f in "$WORK"/*.log; do echo "== $f" >&2; tail -20 "$f" >&2; done; exit 1; }
+fail() { echo "FAIL: $*" >&2; for f in "$WORK"/*.log; do echo "== $f" >&2; tail -20 "$f" >&2; done; echo "FAIL: $* (the logs above)" >&2; exit 1; }

@@ -86,6 +86,7 @@ mod register_etcd;
 mod register_mem;
 mod serve;
 pub mod tensor;
+mod tls;
 
 use std::collections::HashMap;
 use std::io;
@@ -174,6 +175,10 @@ pub struct MockConfig {
     pub reasoning_parser: Option<String>,
     /// Answer with the text the prompt scripts ([`echo`]); needs `model_dir`'s tokenizer.
     pub echo: Option<echo::EchoSplit>,
+    /// The request plane's TLS, as a real worker takes it from `DYN_TCP_TLS_*`: its listener
+    /// (certificate, key, client CA) and its call-backs (CA or insecure, client identity,
+    /// server name). Plain TCP by default.
+    pub tls: crate::tls::plane::PlaneTls,
 }
 
 impl Default for MockConfig {
@@ -202,6 +207,7 @@ impl Default for MockConfig {
             tool_call_parser: None,
             reasoning_parser: None,
             echo: None,
+            tls: Default::default(),
         }
     }
 }

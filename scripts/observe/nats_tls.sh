@@ -94,6 +94,7 @@ frontend dnsname NATS_SERVER=tls://localhost:14443 -- --event-plane nats --nats-
   --nats-tls-client-cert-path $C/client.pem --nats-tls-client-key-path $C/client.key
 frontend zmqplane -- --event-plane zmq --nats-tls-ca-cert-path $C/ca.pem --nats-tls-client-cert-path $C/client.pem \
   --nats-tls-client-key-path $C/client.key
+frontend zmqnoserver -u NATS_SERVER -- --event-plane zmq --nats-tls-ca-cert-path $C/ca.pem
 frontend missingca -- --event-plane nats --nats-tls-ca-cert-path $C/nope.pem --nats-tls-client-cert-path $C/client.pem \
   --nats-tls-client-key-path $C/client.key
 kill $TCPDUMP; wait $TCPDUMP 2>/dev/null

@@ -15,7 +15,8 @@
 #              a client certificate
 #   dnsonly  - mocker whose certificate names only DNS:localhost; frontend without and with
 #              DYN_TCP_TLS_SERVER_NAME=localhost
-#   plain    - mocker without TLS; frontend with cert/key/CA
+#   plain    - mocker without TLS; frontend with cert/key/CA, then the same with
+#              DYN_TCP_TLS_HANDSHAKE_TIMEOUT_SECS=1
 #
 # Needs root (unshare -n: a loopback-only namespace), tcpdump, openssl, the Dynamo venv
 # (scripts/install-dynamo.sh), the qwen3 files (scripts/fetch-models.sh qwen3) and the test
@@ -152,5 +153,6 @@ end_case
 start_case plain
 mocker DYN_LOG=info
 frontend tls -- "${F_TLS[@]}" && { note_response_port; ask tls; stop_fe; }
+frontend timeout1 DYN_TCP_TLS_HANDSHAKE_TIMEOUT_SECS=1 -- "${F_TLS[@]}" && { note_response_port; ask timeout1; stop_fe; }
 end_case
 echo "written to $OUT"

@@ -40,16 +40,7 @@ test_certs
 [ -x "$PY" ] || { echo "FAIL: no Dynamo venv at $VENV (bash scripts/install-dynamo.sh)" >&2; exit 1; }
 [ -x "$BIN" ] || { echo "FAIL: no switchyard binary at $BIN (cargo build --release)" >&2; exit 1; }
 export DYN_LOG=info
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/switchyard-tls.XXXXXX")
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  sleep 1
-  for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
+scratch_dir  # WORK, PIDS (stopped on exit)
 fail() {
   echo "FAIL: $*" >&2
   for log in "$WORK"/*.log; do
@@ -127,9 +118,11 @@ capture_check() { # name ports...
   echo "  ok: $total connections on the request plane and call-back ports, every one TLS"
 }
 
+fresh_store() { export DYN_FILE_KV="$WORK/kv-$1"; mkdir -p "$DYN_FILE_KV"; }
+
 case_tls() {
   echo "tls: a TLS mocker; switchyard and dynamo.frontend with --tcp-tls-cert/key/ca"
-  export DYN_FILE_KV="$WORK/kv-tls"; mkdir -p "$DYN_FILE_KV"
+  fresh_store tls
   mocker tls-mocker "${W_TLS[@]}"
   echo | openssl s_client -connect "127.0.0.1:$WORKER_PORT" -CAfile "$C/ca.pem" 2>/dev/null |
     grep -q 'Verify return code: 0' || fail "tls: the mocker's request plane does not speak verified TLS"
@@ -149,7 +142,7 @@ case_tls() {
 
 case_mtls() {
   echo "mtls: a mocker requiring client certificates; switchyard and dynamo.frontend with client certificates"
-  export DYN_FILE_KV="$WORK/kv-mtls"; mkdir -p "$DYN_FILE_KV"
+  fresh_store mtls
   mocker mtls-mocker "${W_MTLS[@]}"
   frontend mtls-switchyard "$BIN" "${F_MTLS[@]}"
   check "mtls: switchyard through an mTLS mocker"
@@ -171,7 +164,7 @@ case_mtls() {
 
 case_mock() {
   echo "mock: dynamo.frontend in front of switchyard's mock worker, mTLS"
-  export DYN_FILE_KV="$WORK/kv-mock"; mkdir -p "$DYN_FILE_KV"
+  fresh_store mock
   env "${W_MTLS[@]}" "$BIN" mock-worker --model-path "$MODEL_DIR" --model-name qwen3 >"$WORK/mock-worker.log" 2>&1 &
   MOCKER=$!; PIDS+=($MOCKER)
   frontend mock-dynamo "$PY" -m dynamo.frontend "${F_MTLS[@]}"
@@ -189,7 +182,8 @@ case_nats() {
   nats-server -a 127.0.0.1 -p "$port" --tls --tlscert "$C/server.pem" --tlskey "$C/server.key" \
     --tlsverify --tlscacert "$C/ca.pem" >"$WORK/nats-server.log" 2>&1 &
   local ns=$!; PIDS+=($ns)
-  export DYN_FILE_KV="$WORK/kv-nats" NATS_SERVER="tls://127.0.0.1:$port"; mkdir -p "$DYN_FILE_KV"
+  fresh_store nats
+  export NATS_SERVER="tls://127.0.0.1:$port"
   mocker nats-mocker "${W_TLS[@]}" NATS_TLS_CA_CERT_PATH="$C/ca.pem" NATS_TLS_CLIENT_CERT_PATH="$C/client.pem" \
     NATS_TLS_CLIENT_KEY_PATH="$C/client.key" -- --event-plane nats --block-size 16 --num-gpu-blocks-override 160
   frontend nats-switchyard "$BIN" --router-mode kv --event-plane nats "${F_TLS[@]}" \

@@ -11,18 +11,28 @@
 //! What 1.6.1 does and this does alike: rustls with *ring*, TLS 1.2 and 1.3, no ALPN; a
 //! dialed peer is verified against the CA file under `DYN_TCP_TLS_SERVER_NAME`, else under its
 //! IP address (so no SNI is sent), or not verified at all with `DYN_TCP_TLS_INSECURE`; a
-//! listener with a client CA requires a client certificate signed by it.
+//! listener with a client CA requires a client certificate signed by it; a certificate and
+//! key rotated on disk (rewritten, renamed or swapped by symlink) are taken by the next
+//! handshake without a restart ([`Identity`]: one watcher thread looks at the files every
+//! second and swaps a new identity in; handshakes read it lock-free from a per-thread copy).
 
+use std::cell::RefCell;
 use std::net::IpAddr;
-use std::path::Path;
-use std::sync::{Arc, OnceLock};
-use std::time::Duration;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::{Duration, SystemTime};
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::client::ResolvesClientCert;
 use rustls::crypto::{verify_tls12_signature, verify_tls13_signature, CryptoProvider};
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::server::WebPkiClientVerifier;
-use rustls::{ClientConfig, ClientConnection, DigitallySignedStruct, RootCertStore, ServerConfig, ServerConnection};
+use rustls::server::{ClientHello, ResolvesServerCert, WebPkiClientVerifier};
+use rustls::sign::CertifiedKey;
+use rustls::{
+    ClientConfig, ClientConnection, DigitallySignedStruct, RootCertStore, ServerConfig, ServerConnection,
+    SignatureScheme,
+};
 
 use super::{pem, provider};
 pub use crate::config::settings::{NatsTlsFiles, PlaneRole, PlaneTlsFiles};
@@ -147,8 +157,7 @@ pub fn installed() -> &'static PlaneTls {
 }
 
 fn server_config(cert: &Path, key: &Path, client_ca: Option<&Path>) -> Result<Arc<ServerConfig>, String> {
-    let certs = pem::certs(cert)?;
-    let key_der = pem::key(key)?;
+    let identity = Identity::load(cert, key)?;
     let builder = ServerConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
         .map_err(|e| format!("TLS: {e}"))?;
@@ -161,10 +170,7 @@ fn server_config(cert: &Path, key: &Path, client_ca: Option<&Path>) -> Result<Ar
             builder.with_client_cert_verifier(verifier)
         }
     };
-    let config = builder
-        .with_single_cert(certs, key_der)
-        .map_err(|e| format!("TLS certificate {} with key {}: {e}", cert.display(), key.display()))?;
-    Ok(Arc::new(config))
+    Ok(Arc::new(builder.with_cert_resolver(identity)))
 }
 
 /// A client configuration trusting `roots` (`None`: verifying nothing) and showing
@@ -178,12 +184,151 @@ fn client_config(roots: Option<RootCertStore>, identity: Option<(&Path, &Path)>)
         None => builder.dangerous().with_custom_certificate_verifier(Arc::new(Unverified(provider()))),
     };
     let config = match identity {
-        Some((cert, key)) => builder
-            .with_client_auth_cert(pem::certs(cert)?, pem::key(key)?)
-            .map_err(|e| format!("TLS client certificate {} with key {}: {e}", cert.display(), key.display()))?,
+        Some((cert, key)) => builder.with_client_cert_resolver(Identity::load(cert, key)?),
         None => builder.with_no_client_auth(),
     };
     Ok(Arc::new(config))
+}
+
+/// How often the watcher looks at the identities' files.
+pub const RELOAD_LOOK_EVERY: Duration = Duration::from_secs(1);
+
+/// What identifies a file's content without reading it: modification time, size, inode (of
+/// what a symlink points at).
+type Stamp = Option<(SystemTime, u64, u64)>;
+
+fn stamp(path: &Path) -> Stamp {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).ok()?;
+    Some((m.modified().ok()?, m.len(), m.ino()))
+}
+
+/// A certificate chain and key from two PEM files, shown by a listener or a dialer, and
+/// reread when either file changes. A pair that fails to load (half written, a key that does
+/// not match) is logged and the previous one stays.
+#[derive(Debug)]
+pub struct Identity {
+    /// Unique in the process (per-thread copies are keyed by it).
+    id: u64,
+    cert: PathBuf,
+    key: PathBuf,
+    /// Bumped by every swap; a thread whose copy is older takes the new one.
+    generation: AtomicU64,
+    current: Mutex<Arc<CertifiedKey>>,
+    stamps: Mutex<(Stamp, Stamp)>,
+}
+
+fn certified(cert: &Path, key: &Path) -> Result<Arc<CertifiedKey>, String> {
+    CertifiedKey::from_der(pem::certs(cert)?, pem::key(key)?, &provider())
+        .map(Arc::new)
+        .map_err(|e| format!("TLS certificate {} with key {}: {e}", cert.display(), key.display()))
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Identity {
+    /// Read the pair and have the watcher follow it.
+    pub fn load(cert: &Path, key: &Path) -> Result<Arc<Identity>, String> {
+        static IDS: AtomicU64 = AtomicU64::new(0);
+        let stamps = (stamp(cert), stamp(key));
+        let identity = Arc::new(Identity {
+            id: IDS.fetch_add(1, Ordering::Relaxed),
+            cert: cert.to_owned(),
+            key: key.to_owned(),
+            generation: AtomicU64::new(0),
+            current: Mutex::new(certified(cert, key)?),
+            stamps: Mutex::new(stamps),
+        });
+        watch(&identity);
+        Ok(identity)
+    }
+
+    /// The current pair: this thread's copy unless a swap made it old (then one lock).
+    pub fn get(&self) -> Arc<CertifiedKey> {
+        thread_local! {
+            static COPIES: RefCell<Vec<(u64, u64, Arc<CertifiedKey>)>> = const { RefCell::new(Vec::new()) };
+        }
+        let generation = self.generation.load(Ordering::Acquire);
+        COPIES.with(|copies| {
+            let mut copies = copies.borrow_mut();
+            if let Some((_, g, key)) = copies.iter().find(|(id, _, _)| *id == self.id) {
+                if *g == generation {
+                    return key.clone();
+                }
+            }
+            let key = lock(&self.current).clone();
+            copies.retain(|(id, _, _)| *id != self.id);
+            if copies.len() >= 16 {
+                copies.clear();
+            }
+            copies.push((self.id, generation, key.clone()));
+            key
+        })
+    }
+
+    /// Reread the pair if a file changed.
+    fn refresh(&self) {
+        let now = (stamp(&self.cert), stamp(&self.key));
+        if *lock(&self.stamps) == now {
+            return;
+        }
+        match certified(&self.cert, &self.key) {
+            Ok(key) => {
+                *lock(&self.current) = key;
+                self.generation.fetch_add(1, Ordering::Release);
+                *lock(&self.stamps) = now;
+                crate::log::info(&format!("TLS: request plane certificate {} reloaded", self.cert.display()));
+            }
+            // Left as it was: a later change (the rest of the write) is tried again.
+            Err(e) => {
+                crate::log::warn(&format!("TLS: reload failed, keeping the previous certificate: {e}"));
+                *lock(&self.stamps) = now;
+            }
+        }
+    }
+}
+
+impl ResolvesServerCert for Identity {
+    fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        Some(self.get())
+    }
+}
+
+impl ResolvesClientCert for Identity {
+    fn resolve(&self, _hints: &[&[u8]], schemes: &[SignatureScheme]) -> Option<Arc<CertifiedKey>> {
+        let key = self.get();
+        key.key.choose_scheme(schemes).is_some().then_some(key)
+    }
+
+    fn has_certs(&self) -> bool {
+        true
+    }
+}
+
+/// Have the process's watcher thread (started by the first identity) follow `identity`
+/// for as long as it lives.
+fn watch(identity: &Arc<Identity>) {
+    static WATCHED: Mutex<Vec<Weak<Identity>>> = Mutex::new(Vec::new());
+    static STARTED: OnceLock<()> = OnceLock::new();
+    lock(&WATCHED).push(Arc::downgrade(identity));
+    STARTED.get_or_init(|| {
+        let spawned = std::thread::Builder::new().name("tls-plane-reload".into()).spawn(|| loop {
+            std::thread::sleep(RELOAD_LOOK_EVERY);
+            let live: Vec<Arc<Identity>> = {
+                let mut watched = lock(&WATCHED);
+                watched.retain(|w| w.strong_count() > 0);
+                watched.iter().filter_map(Weak::upgrade).collect()
+            };
+            for identity in live {
+                identity.refresh();
+            }
+        });
+        if let Err(e) = spawned {
+            crate::log::warn(&format!("TLS: no certificate reload thread: {e}"));
+        }
+    });
 }
 
 /// The NATS client's TLS configuration for the server list `url` (`NATS_SERVER`): `None`

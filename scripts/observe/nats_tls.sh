@@ -66,7 +66,9 @@ frontend() { # name env... -- flags...
     log "frontend $name (${envs[*]} $*): EXITED rc=$(wait $pid; echo $?): $(sed 's/\x1b\[[0-9;]*m//g' "$OUT/fe-$name.log" | grep -v '^\s*$' | tail -n 4 | cut -c1-500 | tr '\n' ' ')"
     return
   fi
-  log "frontend $name (${envs[*]} $*): ${up:+model listed}${up:-model NOT listed after 30 s}"
+  local listed="model NOT listed after 30 s"
+  [ -n "$up" ] && listed="model listed"
+  log "frontend $name (${envs[*]} $*): $listed"
   local r; r=$(curl -s -m 20 -w ' %{http_code} %{time_total}s' 127.0.0.1:$PORT/v1/chat/completions -H 'content-type: application/json' \
     -d '{"model":"qwen3","messages":[{"role":"user","content":"hi"}],"max_tokens":4}')
   log "  request: ${r: -20} $(echo "$r" | head -c 200)"

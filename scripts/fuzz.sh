@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fuzzes switchyard's parsers and decoders with cargo-fuzz (libFuzzer), one target at a time.
 #
-#   scripts/fuzz.sh [--update-corpus] SECONDS [TARGET...]
+#   scripts/fuzz.sh [--dev] [--update-corpus] SECONDS [TARGET...]
 #
 # Installs what it needs when missing (a nightly toolchain through rustup, cargo-fuzz), builds
 # every target once, then runs each TARGET (default: all, see `cargo fuzz list` in fuzz/)
@@ -10,6 +10,8 @@
 # go to fuzz/artifacts/<target>/ (gitignored). Prints per target: runs, execs/s, coverage
 # (libFuzzer's cov and ft counters) and corpus size; exits non-zero if any target failed.
 #
+# --dev: build without optimisation (a cold build takes ~3 minutes instead of ~20, each input
+# runs several times slower); for short runs such as CI's.
 # --update-corpus: afterwards, minimise the committed corpus together with what the run
 # found (`cargo fuzz cmin`) back into fuzz/corpus/<target>/.
 #
@@ -21,12 +23,17 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 update=0
-if [[ "${1:-}" == "--update-corpus" ]]; then
-    update=1
+profile=()
+while [[ "${1:-}" == --* ]]; do
+    case "$1" in
+        --update-corpus) update=1 ;;
+        --dev) profile=(--dev) ;;
+        *) echo "unknown option $1" >&2; exit 2 ;;
+    esac
     shift
-fi
+done
 if [[ $# -lt 1 || ! "$1" =~ ^[0-9]+$ ]]; then
-    sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
 fi
 seconds=$1
@@ -43,8 +50,8 @@ if ! command -v cargo-fuzz >/dev/null 2>&1; then
 fi
 
 cd fuzz
-flags=(+nightly fuzz build --sanitizer none --debug-assertions)
-run_flags=(--sanitizer none --debug-assertions)
+flags=(+nightly fuzz build "${profile[@]}" --sanitizer none --debug-assertions)
+run_flags=("${profile[@]}" --sanitizer none --debug-assertions)
 targets=("$@")
 if [[ ${#targets[@]} -eq 0 ]]; then
     mapfile -t targets < <(cargo +nightly fuzz list)

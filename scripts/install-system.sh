@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the tests start as real servers: etcd-server (`etcd`, the
 # etcd discovery backend), nats-server, and python3-zmq (a real libzmq PUB socket for the
-# event-plane tests). Idempotent: installs only what is missing, and
-# refreshes the package lists only then. Never starts a service: a policy-rc.d that denies
+# event-plane tests); and tcpdump, which scripts/interop_tls_plane.sh reads the wire with.
+# Idempotent: installs only what is missing, and refreshes the package lists only then. Never starts a service: a policy-rc.d that denies
 # every start is in place during the install (there is no systemd here either).
 # Not root: prints the command to run instead.
 set -euo pipefail
 
-packages=(etcd-server nats-server python3-zmq)
+packages=(etcd-server nats-server python3-zmq tcpdump)
 missing=()
 for p in "${packages[@]}"; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then

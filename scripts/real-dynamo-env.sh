@@ -53,3 +53,19 @@ scratch_dir() {
 
 # `cpu PID`: CPU time of every thread of a process, in ns (schedstat: nanosecond resolution).
 cpu() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{s += $1} END {print s}'; }
+
+# `need TOOL...`: fail with the package to install when a command is missing.
+need() {
+  local tool
+  for tool in "$@"; do
+    command -v "$tool" >/dev/null ||
+      { echo "FAIL: no $tool on PATH (apt-get install $tool, or bash scripts/install-system.sh)" >&2; exit 1; }
+  done
+}
+
+# `test_certs`: the TLS test certificates of tests/data/tls (made by scripts/make-test-certs.sh
+# when missing); sets C to their directory.
+test_certs() {
+  [ -f tests/data/tls/ca.pem ] || bash scripts/make-test-certs.sh >/dev/null || exit 1
+  C=$PWD/tests/data/tls
+}

@@ -87,7 +87,9 @@ fn inference_routes_need_a_known_key_and_ops_routes_do_not() {
     let r = post(&s, "/v1/messages/count_tokens", "", &messages());
     assert_eq!(r.status, 401);
 
-    // gRPC: inference calls need the key too; server health does not.
+    // gRPC: inference calls need the key too; server health does not. Their tokens are
+    // charged to the key as HTTP requests' are.
+    let before = tokens_of(&s, "alice");
     let rt = h2c::runtime();
     rt.block_on(async {
         let mut c = h2c::connect(s.addr()).await;
@@ -109,6 +111,9 @@ fn inference_routes_need_a_known_key_and_ops_routes_do_not() {
         let r = h2c::call_with(&mut c, "ModelInfer", &[("authorization", "Bearer sk-alice")], h2c::frame(&infer)).await;
         assert_eq!(r.grpc_status(), Some(0), "{}", r.grpc_message());
     });
+    // 5 answer tokens and the prompt's.
+    let after = tokens_of(&s, "alice");
+    assert!(after > before + 5, "alice's tokens: {before} before the gRPC call, {after} after");
 
     let m = metrics(&s);
     for line in [
@@ -118,14 +123,14 @@ fn inference_routes_need_a_known_key_and_ops_routes_do_not() {
     ] {
         assert!(m.contains(line), "{line} in /metrics");
     }
-    // Tokens of finished HTTP requests are charged: 2 answers of 5 tokens plus their prompts.
-    let tokens: u64 = m
-        .lines()
-        .find_map(|l| l.strip_prefix("switchyard_api_key_tokens_total{key=\"alice\"} "))
-        .unwrap()
-        .parse()
-        .unwrap();
-    assert!(tokens > 5, "alice's tokens: {tokens}");
+    // Tokens of finished HTTP requests are charged: answers of 5 tokens plus their prompts.
+    assert!(before > 5, "alice's tokens: {before}");
+}
+
+/// The tokens charged to the key labelled `label` so far.
+fn tokens_of(s: &Stack, label: &str) -> u64 {
+    let series = format!("switchyard_api_key_tokens_total{{key=\"{label}\"}} ");
+    metrics(s).lines().find_map(|l| l.strip_prefix(series.as_str())).map_or(0, |v| v.parse().unwrap())
 }
 
 #[test]

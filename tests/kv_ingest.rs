@@ -108,6 +108,7 @@ fn events_and_usage_reports_over_nats_reach_the_replica() {
         feed,
         switchyard::ingest::IngestOptions {
             nats_url: server.url(),
+            nats_tls: Default::default(),
             upstream: None,
             approximate: None,
             sync: None,

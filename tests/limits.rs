@@ -4,7 +4,9 @@
 //! GOAWAY ENHANCE_YOUR_CALM, a CONTINUATION flood and an oversized header block end theirs;
 //! through all of it the shard keeps answering other clients, and each limit is counted in
 //! `/metrics` (`switchyard_limit_hits_total`). The abusive clients write raw bytes, so the
-//! server sees exactly the frames a hostile client sends.
+//! server sees exactly the frames a hostile client sends. Towards the workers: a worker slow
+//! to call back meets `--worker-callback-timeout-secs`, and `--max-output-tokens` caps
+//! every answer.
 
 mod common;
 
@@ -245,4 +247,71 @@ fn header_floods_end_their_connection_and_others_are_served() {
     let hits = limit_hits(addr, "h2_protocol_error") + limit_hits(addr, "h2_enhance_your_calm");
     assert!(hits >= 1, "the floods are counted");
     server.shutdown();
+}
+
+mod towards_workers {
+    use super::*;
+    use common::stack::Stack;
+    use switchyard::worker::MockConfig;
+
+    const MODEL: &str = "qwen3-mock";
+
+    fn stack(tag: &str, mock: MockConfig, args: &[&str]) -> Stack {
+        let mock = MockConfig { model_name: MODEL.into(), model_dir: Some(common::qwen3_dir()), ..mock };
+        Stack::start(tag, mock, args, &[])
+    }
+
+    fn chat(addr: SocketAddr, max_tokens: Option<u32>) -> common::Resp {
+        let mut body = serde_json::json!({"model": MODEL, "messages": [{"role": "user", "content": "Hi"}]});
+        if let Some(n) = max_tokens {
+            body["max_tokens"] = n.into();
+        }
+        let body = body.to_string();
+        let req = format!(
+            "POST /v1/chat/completions HTTP/1.1\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        Client::connect(addr).roundtrip(req.as_bytes())
+    }
+
+    #[test]
+    fn a_worker_slow_to_call_back_meets_the_deadline_and_is_counted() {
+        let slow = MockConfig { callback_delay: Duration::from_secs(2), output_tokens: 3, ..MockConfig::default() };
+        let s = stack("cb-deadline", slow.clone(), &["--worker-callback-timeout-secs", "0.3"]);
+        let t0 = Instant::now();
+        let r = chat(s.addr(), Some(3));
+        // The only worker did not call back in time: nowhere else to go, a clean 503.
+        assert_eq!(r.status, 503, "{}", String::from_utf8_lossy(&r.body));
+        assert!(t0.elapsed() < Duration::from_secs(2), "answered after {:?}", t0.elapsed());
+        assert_eq!(r.json()["error"]["type"], "service_unavailable", "{}", r.json());
+        assert_eq!(limit_hits(s.addr(), "worker_callback_timeout"), 1);
+        served(s.addr());
+        drop(s);
+        // 0: wait as long as the worker takes (as Dynamo does).
+        let s = stack("cb-forever", slow, &["--worker-callback-timeout-secs", "0"]);
+        let r = chat(s.addr(), Some(3));
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+        assert_eq!(r.json()["usage"]["completion_tokens"], 3);
+        assert_eq!(limit_hits(s.addr(), "worker_callback_timeout"), 0);
+    }
+
+    #[test]
+    fn max_output_tokens_caps_every_answer_and_counts_the_lowered_requests() {
+        let long = MockConfig { output_tokens: 40, fast: true, ..MockConfig::default() };
+        let s = stack("output-cap", long.clone(), &["--max-output-tokens", "7"]);
+        for (asked, got, capped) in [(None, 7, 1), (Some(100), 7, 2), (Some(5), 5, 2)] {
+            let r = chat(s.addr(), asked);
+            assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+            let j = r.json();
+            assert_eq!(j["usage"]["completion_tokens"], got, "asked {asked:?}: {j}");
+            assert_eq!(j["choices"][0]["finish_reason"], "length", "{j}");
+            assert_eq!(limit_hits(s.addr(), "max_output_tokens"), capped, "asked {asked:?}");
+        }
+        drop(s);
+        // Without the option, the worker's natural length.
+        let s = stack("output-uncapped", long, &[]);
+        let j = chat(s.addr(), None).json();
+        assert_eq!(j["usage"]["completion_tokens"], 40, "{j}");
+        assert_eq!(limit_hits(s.addr(), "max_output_tokens"), 0);
+    }
 }

@@ -2,7 +2,8 @@
 //! mock worker and tiny std-socket fakes, on both monoio drivers (io_uring when the kernel
 //! allows it, epoll always).
 
-use std::future::Future;
+mod common;
+
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
@@ -10,8 +11,8 @@ use std::time::{Duration, Instant};
 use bytes::BytesMut;
 use switchyard::plane::{
     encode_ack, encode_handshake, encode_item, encode_prologue, Ack, Annotated, CallHomeHandshake, Codec, Decoded,
-    FinishReason, LLMEngineOutput, PreprocessedRequest, RequestControlMessage, RequestFrameDecoder, StopConditions,
-    StreamEvent, StreamPrologue, StreamType, DEFAULT_MAX_MESSAGE_SIZE,
+    FinishReason, LLMEngineOutput, RequestControlMessage, RequestFrameDecoder, StreamEvent, StreamPrologue, StreamType,
+    DEFAULT_MAX_MESSAGE_SIZE,
 };
 use switchyard::transport::callback::{CallbackServer, Item, ResponseStream};
 use switchyard::transport::client::{RequestPlane, TransportError, WorkerConns};
@@ -19,28 +20,13 @@ use switchyard::worker::{MockConfig, MockWorker};
 
 const DEADLINE: Duration = Duration::from_secs(5);
 
-/// Run the test body on an epoll runtime, and on an io_uring one when it can be built.
-fn run<F: Future<Output = ()>>(body: impl Fn() -> F) {
-    let mut epoll = monoio::RuntimeBuilder::<monoio::LegacyDriver>::new().enable_timer().build().unwrap();
-    epoll.block_on(body());
-    match monoio::RuntimeBuilder::<monoio::IoUringDriver>::new().enable_timer().build() {
-        Ok(mut uring) => uring.block_on(body()),
-        Err(e) => eprintln!("io_uring unavailable, epoll only: {e}"),
-    }
-}
+use common::on_both_drivers as run;
 
 fn plane() -> RequestPlane {
     RequestPlane::new(WorkerConns::default(), CallbackServer::bind("127.0.0.1", DEFAULT_MAX_MESSAGE_SIZE).unwrap())
 }
 
-fn request(max_tokens: Option<u32>) -> PreprocessedRequest {
-    PreprocessedRequest {
-        model: "mock-model".into(),
-        token_ids: vec![1, 2, 3],
-        stop_conditions: StopConditions { max_tokens, ..Default::default() },
-        ..Default::default()
-    }
-}
+use common::mock_request as request;
 
 fn mock(fast: bool, script: Option<Vec<u32>>) -> MockWorker {
     MockWorker::start(MockConfig {

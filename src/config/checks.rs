@@ -26,6 +26,8 @@ const IMPLEMENTED: &[&str] = &[
     "pin_shards",
     "api_keys_file",
     "max_connections_per_shard",
+    "worker_callback_timeout_secs",
+    "max_output_tokens",
     "h2_max_concurrent_streams",
     "h2_max_pending_resets",
     "io_driver",
@@ -77,6 +79,18 @@ const IMPLEMENTED: &[&str] = &[
     // KServe gRPC on --http-port beside the OpenAI routes; ops routes also on the metrics port.
     "kserve_grpc_server",
     "grpc_metrics_port",
+    // TLS of the TCP request plane and its call-back listener (`transport`, `tls::plane`).
+    "tcp_tls_cert_path",
+    "tcp_tls_key_path",
+    "tcp_tls_ca_cert_path",
+    "tcp_tls_client_cert_path",
+    "tcp_tls_client_key_path",
+    "tcp_tls_client_ca_cert_path",
+    // TLS of the NATS event plane (`ingest::nats`).
+    "nats_tls_ca_cert_path",
+    "nats_tls_insecure",
+    "nats_tls_client_cert_path",
+    "nats_tls_client_key_path",
 ];
 
 /// Options of which some values are implemented (the default always is).

@@ -202,10 +202,20 @@ pub struct Config {
     pub h2: settings::Settings,
     /// `--max-connections-per-shard`.
     pub max_connections_per_shard: usize,
+    /// `--worker-callback-timeout-secs`: how long an acknowledged request waits for its
+    /// worker's call-back; `None`: without end.
+    pub worker_callback_timeout: Option<Duration>,
+    /// `--max-output-tokens`: the most tokens one answer may carry; `None`: no cap.
+    pub max_output_tokens: Option<u32>,
     /// HTTPS on `--http-port` (`--tls-cert-path` …); `None`: plain HTTP.
     pub tls: Option<settings::TlsFiles>,
     /// `--api-keys-file` (`SWITCHYARD_API_KEYS`): the key file the inference routes check.
     pub api_keys_file: Option<PathBuf>,
+    /// TLS of the TCP request plane (requests to workers) and of the call-back listener
+    /// (`--tcp-tls-*`, `DYN_TCP_TLS_*`).
+    pub plane_tls: settings::PlaneTlsFiles,
+    /// TLS of the NATS event plane (`--nats-tls-*`, `NATS_TLS_*`).
+    pub nats_tls: settings::NatsTlsFiles,
 }
 
 /// A configuration that cannot start: the message and the exit code.
@@ -226,9 +236,47 @@ fn invalid(message: impl Into<String>) -> ConfigError {
 }
 
 /// Parse the process's arguments and environment.
+///
+/// As `dynamo.frontend` 1.6.1 does before its runtime starts, the transport TLS options
+/// given on the command line are then exported to the variables its runtime reads
+/// (`--tcp-tls-cert-path` → `DYN_TCP_TLS_CERT_PATH` …; `--no-nats-tls-insecure` removes
+/// `NATS_TLS_INSECURE`), so the threads that read them (the NATS client of the event-ingest
+/// thread) see the command line. Call it before any other thread starts.
 pub fn from_process() -> Result<(Action, Option<Config>, Vec<String>), ConfigError> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    load(&args, &|k| std::env::var(k).ok())
+    let loaded = load(&args, &|k| std::env::var(k).ok())?;
+    if let Some(cfg) = &loaded.1 {
+        export_transport_tls(&cfg.parsed);
+    }
+    Ok(loaded)
+}
+
+/// The transport TLS options and the variables 1.6.1's frontend exports them to.
+const TRANSPORT_TLS_VARS: &[(&str, &str)] = &[
+    ("tcp_tls_cert_path", "DYN_TCP_TLS_CERT_PATH"),
+    ("tcp_tls_key_path", "DYN_TCP_TLS_KEY_PATH"),
+    ("tcp_tls_ca_cert_path", "DYN_TCP_TLS_CA_CERT_PATH"),
+    ("tcp_tls_client_cert_path", "DYN_TCP_TLS_CLIENT_CERT_PATH"),
+    ("tcp_tls_client_key_path", "DYN_TCP_TLS_CLIENT_KEY_PATH"),
+    ("tcp_tls_client_ca_cert_path", "DYN_TCP_TLS_CLIENT_CA_CERT_PATH"),
+    ("nats_tls_ca_cert_path", "NATS_TLS_CA_CERT_PATH"),
+    ("nats_tls_client_cert_path", "NATS_TLS_CLIENT_CERT_PATH"),
+    ("nats_tls_client_key_path", "NATS_TLS_CLIENT_KEY_PATH"),
+];
+
+fn export_transport_tls(p: &Parsed) {
+    // Only the main thread runs here (see `from_process`), so changing the environment
+    // races with no reader.
+    for (dest, var) in TRANSPORT_TLS_VARS {
+        if let Some(v) = text(p, dest) {
+            std::env::set_var(var, v);
+        }
+    }
+    if boolean(p, "nats_tls_insecure") {
+        std::env::set_var("NATS_TLS_INSECURE", "1");
+    } else {
+        std::env::remove_var("NATS_TLS_INSECURE");
+    }
 }
 
 /// Parse, validate and type the configuration. Returns the action, the config (for
@@ -245,6 +293,12 @@ pub fn load(
     checks::validate_dynamo(&parsed, &mut warnings)?;
     checks::refuse_unbuilt(&parsed, env)?;
     let cfg = typed(parsed, env)?;
+    cfg.plane_tls.check(settings::PlaneRole::Frontend, &mut warnings).map_err(invalid)?;
+    // 1.6.1 checks its NATS options when it connects to NATS: with `--event-plane nats`.
+    if text(&cfg.parsed, "event_plane") == Some("nats") {
+        let server = env("NATS_SERVER").unwrap_or_else(|| "nats://localhost:4222".to_owned());
+        cfg.nats_tls.check(&server).map_err(invalid)?;
+    }
     Ok((Action::Run, Some(cfg), warnings))
 }
 
@@ -319,6 +373,22 @@ fn flag_name(dest: &str) -> String {
     flags::by_dest(dest).map_or_else(|| format!("--{}", dest.replace('_', "-")), |f| f.primary().to_string())
 }
 
+/// The request plane's TLS: the six `--tcp-tls-*` options (or their variables), and the
+/// three variables 1.6.1's runtime reads without an option (`DYN_TCP_TLS_INSECURE`,
+/// `DYN_TCP_TLS_SERVER_NAME`, `DYN_TCP_TLS_HANDSHAKE_TIMEOUT_SECS`).
+fn plane_tls(p: &Parsed, env: &dyn Fn(&str) -> Option<String>) -> settings::PlaneTlsFiles {
+    let path = |dest: &str| text(p, dest).map(PathBuf::from);
+    settings::PlaneTlsFiles {
+        cert: path("tcp_tls_cert_path"),
+        key: path("tcp_tls_key_path"),
+        client_ca: path("tcp_tls_client_ca_cert_path"),
+        ca: path("tcp_tls_ca_cert_path"),
+        client_cert: path("tcp_tls_client_cert_path"),
+        client_key: path("tcp_tls_client_key_path"),
+        ..settings::PlaneTlsFiles::from_env(env)
+    }
+}
+
 fn typed(parsed: Parsed, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
     let p = &parsed;
     let port = int(p, "http_port").unwrap_or(8000);
@@ -386,6 +456,19 @@ fn typed(parsed: Parsed, env: &dyn Fn(&str) -> Option<String>) -> Result<Config,
             ..settings::Settings::from_env(env, max_header_bytes)
         },
         max_connections_per_shard: count("max_connections_per_shard", 1)?,
+        worker_callback_timeout: match float(p, "worker_callback_timeout_secs").unwrap_or(30.0) {
+            0.0 => None,
+            s if s.is_finite() && s > 0.0 => Some(Duration::from_secs_f64(s)),
+            s => {
+                return Err(invalid(format!(
+                    "--worker-callback-timeout-secs {s} must be 0 or a positive number of seconds"
+                )))
+            }
+        },
+        max_output_tokens: match count("max_output_tokens", 0)? {
+            0 => None,
+            n => Some(u32::try_from(n).map_err(|_| invalid("--max-output-tokens is larger than 2^32 - 1"))?),
+        },
         api_keys_file: text(p, "api_keys_file").map(PathBuf::from),
         tls: match (text(p, "tls_cert_path"), text(p, "tls_key_path")) {
             (Some(cert), Some(key)) => Some(settings::TlsFiles {
@@ -394,6 +477,13 @@ fn typed(parsed: Parsed, env: &dyn Fn(&str) -> Option<String>) -> Result<Config,
                 client_ca: text(p, "tls_client_ca_cert_path").map(PathBuf::from),
             }),
             _ => None,
+        },
+        plane_tls: plane_tls(p, env),
+        nats_tls: settings::NatsTlsFiles {
+            ca: text(p, "nats_tls_ca_cert_path").map(PathBuf::from),
+            insecure: boolean(p, "nats_tls_insecure"),
+            client_cert: text(p, "nats_tls_client_cert_path").map(PathBuf::from),
+            client_key: text(p, "nats_tls_client_key_path").map(PathBuf::from),
         },
         http_host: text(p, "http_host").unwrap_or("0.0.0.0").to_string(),
         http_port,
@@ -572,6 +662,64 @@ mod tests {
         assert_eq!(e.message, "--tls-cert-path and --tls-key-path must be provided together");
         let e = run(&["--tls-client-ca-cert-path", "/x"], &[]).unwrap_err();
         assert!(e.message.contains("requires --tls-cert-path"));
+    }
+
+    #[test]
+    fn request_plane_and_nats_tls() {
+        let c = run(&[], &[]).unwrap();
+        assert_eq!(c.plane_tls, settings::PlaneTlsFiles::default());
+        assert!(!c.plane_tls.serves_tls() && !c.plane_tls.dials_tls());
+        let c = run(
+            &["--tcp-tls-cert-path", "/c.pem", "--tcp-tls-key-path", "/k.pem"],
+            &[
+                ("DYN_TCP_TLS_CA_CERT_PATH", "/ca.pem"),
+                ("DYN_TCP_TLS_SERVER_NAME", "worker.local"),
+                ("DYN_TCP_TLS_HANDSHAKE_TIMEOUT_SECS", "7"),
+            ],
+        )
+        .unwrap();
+        let t = &c.plane_tls;
+        assert!(t.serves_tls() && t.dials_tls());
+        assert_eq!((t.ca.as_deref(), t.server_name.as_deref()), (Some("/ca.pem".as_ref()), Some("worker.local")));
+        assert_eq!(t.handshake_timeout, Duration::from_secs(7));
+        // Not a whole number of seconds: 1.6.1's default.
+        let c = run(&[], &[("DYN_TCP_TLS_HANDSHAKE_TIMEOUT_SECS", "1.5")]).unwrap();
+        assert_eq!(c.plane_tls.handshake_timeout, settings::DEFAULT_TLS_HANDSHAKE_TIMEOUT);
+        // 1.6.1's pairs and messages.
+        let e = run(&["--tcp-tls-key-path", "/k.pem"], &[]).unwrap_err();
+        assert_eq!(
+            e.message,
+            "both DYN_TCP_TLS_CERT_PATH and DYN_TCP_TLS_KEY_PATH must be set to enable TCP server TLS"
+        );
+        let e = run(&["--tcp-tls-client-ca-cert-path", "/ca.pem"], &[]).unwrap_err();
+        assert!(e.message.starts_with("DYN_TCP_TLS_CLIENT_CA_CERT_PATH requires"), "{}", e.message);
+        let e = run(&["--tcp-tls-ca-cert-path", "/ca.pem", "--tcp-tls-client-key-path", "/k.pem"], &[]).unwrap_err();
+        assert!(e.message.contains("must be set together to present a client identity"), "{}", e.message);
+        let e = run(&[], &[("DYN_TCP_TLS_CLIENT_CERT_PATH", "/c"), ("DYN_TCP_TLS_CLIENT_KEY_PATH", "/k")]).unwrap_err();
+        assert!(e.message.starts_with("Request plane TLS is enabled but DYN_TCP_TLS_CA_CERT_PATH"), "{}", e.message);
+        run(&[], &[("DYN_TCP_TLS_INSECURE", "yes")]).unwrap();
+        // A set that cannot work with peers set up alike is started with 1.6.1's warning.
+        let args: Vec<String> = ["--tcp-tls-ca-cert-path", "/ca.pem"].iter().map(|s| s.to_string()).collect();
+        let (_, _, w) = load(&args, &|_| None).unwrap();
+        assert!(
+            w.iter().any(|m| m.contains("server is running in plaintext but client TLS env vars are set")),
+            "{w:?}"
+        );
+        // NATS: checked when the event plane is NATS, with 1.6.1's messages.
+        let nats = ["--router-mode", "kv", "--event-plane", "nats"];
+        let tls_args = [&nats[..], &["--nats-tls-ca-cert-path", "/ca.pem"]].concat();
+        run(&["--nats-tls-ca-cert-path", "/ca.pem"], &[]).unwrap();
+        let e = run(&tls_args, &[]).unwrap_err();
+        assert!(e.message.ends_with("does not use the 'tls://' scheme: nats://localhost:4222"), "{}", e.message);
+        let c = run(&tls_args, &[("NATS_SERVER", "tls://127.0.0.1:4443")]).unwrap();
+        assert_eq!(c.nats_tls.ca.as_deref(), Some("/ca.pem".as_ref()));
+        let e = run(&[&nats[..], &["--nats-tls-client-cert-path", "/c.pem"]].concat(), &[]).unwrap_err();
+        assert_eq!(
+            e.message,
+            "Both NATS_TLS_CLIENT_CERT_PATH and NATS_TLS_CLIENT_KEY_PATH must be set together to enable NATS mTLS"
+        );
+        let c = run(&nats, &[("NATS_TLS_INSECURE", "1"), ("NATS_SERVER", "tls://h:1")]).unwrap();
+        assert!(c.nats_tls.insecure);
     }
 
     #[test]

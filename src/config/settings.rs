@@ -185,3 +185,195 @@ pub struct TlsFiles {
     /// Clients must present a certificate signed by one of these (mutual TLS).
     pub client_ca: Option<std::path::PathBuf>,
 }
+
+/// Dynamo's truthy words for boolean variables (`1`, `true`, `on`, `yes`, any case).
+pub fn is_truthy(v: &str) -> bool {
+    matches!(v.to_ascii_lowercase().as_str(), "1" | "true" | "on" | "yes")
+}
+
+/// The TLS of the TCP request plane and its response streams (`--tcp-tls-*`,
+/// `DYN_TCP_TLS_*`; docs/dynamo/request-plane-tls.md). One set serves both roles a Dynamo
+/// process plays, as 1.6.1 reads it:
+///
+/// * the listener it serves: a frontend's response-stream (call-back) listener, a worker's
+///   request-plane listener — TLS when `cert` and `key` are set, client certificates
+///   required when `client_ca` is set too;
+/// * the connections it dials: a frontend's requests to workers, a worker's call-back — TLS
+///   when any of `ca`, `insecure`, `client_cert`, `client_key` is set; the peer is verified
+///   against `ca` (or not at all with `insecure`) under the name `server_name`, else the
+///   peer's IP address; `client_cert` + `client_key` is the identity shown for mutual TLS.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlaneTlsFiles {
+    pub cert: Option<std::path::PathBuf>,
+    pub key: Option<std::path::PathBuf>,
+    pub client_ca: Option<std::path::PathBuf>,
+    pub ca: Option<std::path::PathBuf>,
+    /// `DYN_TCP_TLS_INSECURE`: dial without verifying the peer's certificate.
+    pub insecure: bool,
+    pub client_cert: Option<std::path::PathBuf>,
+    pub client_key: Option<std::path::PathBuf>,
+    /// `DYN_TCP_TLS_SERVER_NAME`: the name dialed peers are verified (and SNI) against.
+    pub server_name: Option<String>,
+    /// `DYN_TCP_TLS_HANDSHAKE_TIMEOUT_SECS` (default 3 s; a value that is not a whole number
+    /// of seconds keeps the default, as in 1.6.1).
+    pub handshake_timeout: std::time::Duration,
+}
+
+/// 1.6.1's TLS handshake timeout when `DYN_TCP_TLS_HANDSHAKE_TIMEOUT_SECS` is unset.
+pub const DEFAULT_TLS_HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
+
+impl Default for PlaneTlsFiles {
+    fn default() -> Self {
+        PlaneTlsFiles {
+            cert: None,
+            key: None,
+            client_ca: None,
+            ca: None,
+            insecure: false,
+            client_cert: None,
+            client_key: None,
+            server_name: None,
+            handshake_timeout: DEFAULT_TLS_HANDSHAKE_TIMEOUT,
+        }
+    }
+}
+
+/// Which side of a connection a [`PlaneTlsFiles`] check speaks for (1.6.1 words its messages
+/// after the component: a frontend's call-back listener is its "TCP server", a worker's
+/// listener its "TCP request plane"; a frontend dials the "Request plane", a worker's
+/// call-back dials "TCP").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PlaneRole {
+    Frontend,
+    Worker,
+}
+
+impl PlaneTlsFiles {
+    /// Every `DYN_TCP_TLS_*` variable from `env` (empty values count as unset).
+    pub fn from_env(env: &dyn Fn(&str) -> Option<String>) -> PlaneTlsFiles {
+        let path = |k: &str| env(k).filter(|v| !v.is_empty()).map(std::path::PathBuf::from);
+        PlaneTlsFiles {
+            cert: path("DYN_TCP_TLS_CERT_PATH"),
+            key: path("DYN_TCP_TLS_KEY_PATH"),
+            client_ca: path("DYN_TCP_TLS_CLIENT_CA_CERT_PATH"),
+            ca: path("DYN_TCP_TLS_CA_CERT_PATH"),
+            insecure: env("DYN_TCP_TLS_INSECURE").is_some_and(|v| is_truthy(&v)),
+            client_cert: path("DYN_TCP_TLS_CLIENT_CERT_PATH"),
+            client_key: path("DYN_TCP_TLS_CLIENT_KEY_PATH"),
+            server_name: env("DYN_TCP_TLS_SERVER_NAME"),
+            handshake_timeout: env("DYN_TCP_TLS_HANDSHAKE_TIMEOUT_SECS")
+                .and_then(|v| v.parse::<u64>().ok())
+                .map_or(DEFAULT_TLS_HANDSHAKE_TIMEOUT, std::time::Duration::from_secs),
+        }
+    }
+
+    /// The listener speaks TLS.
+    pub fn serves_tls(&self) -> bool {
+        self.cert.is_some() && self.key.is_some()
+    }
+
+    /// Dialed connections speak TLS.
+    pub fn dials_tls(&self) -> bool {
+        self.ca.is_some() || self.insecure || self.client_cert.is_some() || self.client_key.is_some()
+    }
+
+    /// 1.6.1's checks of the set, with its messages (an incomplete pair, a client CA without
+    /// a certificate to serve, dialing TLS with nothing to verify the peer by), and its
+    /// warnings about sets that cannot work with peers configured alike.
+    pub fn check(&self, role: PlaneRole, warnings: &mut Vec<String>) -> Result<(), String> {
+        let (server, dialer) = match role {
+            PlaneRole::Frontend => ("TCP server", "Request plane"),
+            PlaneRole::Worker => ("TCP request plane", "TCP"),
+        };
+        if self.cert.is_some() != self.key.is_some() {
+            return Err(format!(
+                "both DYN_TCP_TLS_CERT_PATH and DYN_TCP_TLS_KEY_PATH must be set to enable {server} TLS"
+            ));
+        }
+        if self.client_ca.is_some() && !self.serves_tls() {
+            return Err("DYN_TCP_TLS_CLIENT_CA_CERT_PATH requires DYN_TCP_TLS_CERT_PATH and DYN_TCP_TLS_KEY_PATH \
+                        to also be set"
+                .into());
+        }
+        if self.client_cert.is_some() != self.client_key.is_some() {
+            return Err("both DYN_TCP_TLS_CLIENT_CERT_PATH and DYN_TCP_TLS_CLIENT_KEY_PATH must be set together \
+                        to present a client identity"
+                .into());
+        }
+        if self.dials_tls() && !self.insecure && self.ca.is_none() {
+            return Err(format!(
+                "{dialer} TLS is enabled but DYN_TCP_TLS_CA_CERT_PATH is not set and DYN_TCP_TLS_INSECURE is not \
+                 true; provide a CA cert or set insecure mode for development"
+            ));
+        }
+        let trust = self.ca.is_some() || self.insecure;
+        if self.serves_tls() {
+            if self.client_ca.is_some() && self.client_cert.is_none() {
+                warnings.push(format!(
+                    "{server}: server enforces client certificates but no client identity is configured; outbound \
+                     connections to peers that also enforce mTLS will fail the handshake"
+                ));
+            }
+            if !trust {
+                warnings.push(format!(
+                    "{server}: server has TLS enabled but no client trust is configured; peers cannot verify this \
+                     server"
+                ));
+            }
+        } else if trust {
+            warnings.push(format!(
+                "{server}: server is running in plaintext but client TLS env vars are set; set the server cert/key \
+                 to enable TLS, or unset the client vars"
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The TLS of the NATS client (`--nats-tls-*`, `NATS_TLS_*`): trust `ca` (besides the
+/// system's roots), or nothing at all with `insecure`; show `client_cert` + `client_key`
+/// for mutual TLS. Any of them asks for TLS, which `NATS_SERVER` must then name with the
+/// `tls://` scheme.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NatsTlsFiles {
+    pub ca: Option<std::path::PathBuf>,
+    pub insecure: bool,
+    pub client_cert: Option<std::path::PathBuf>,
+    pub client_key: Option<std::path::PathBuf>,
+}
+
+impl NatsTlsFiles {
+    /// Every `NATS_TLS_*` variable from `env` (empty values count as unset).
+    pub fn from_env(env: &dyn Fn(&str) -> Option<String>) -> NatsTlsFiles {
+        let path = |k: &str| env(k).filter(|v| !v.is_empty()).map(std::path::PathBuf::from);
+        NatsTlsFiles {
+            ca: path("NATS_TLS_CA_CERT_PATH"),
+            insecure: env("NATS_TLS_INSECURE").is_some_and(|v| is_truthy(&v)),
+            client_cert: path("NATS_TLS_CLIENT_CERT_PATH"),
+            client_key: path("NATS_TLS_CLIENT_KEY_PATH"),
+        }
+    }
+
+    /// Some option asks for TLS.
+    pub fn any(&self) -> bool {
+        self.ca.is_some() || self.insecure || self.client_cert.is_some() || self.client_key.is_some()
+    }
+
+    /// 1.6.1's checks before it connects to `server` (the `NATS_SERVER` value), with its
+    /// messages.
+    pub fn check(&self, server: &str) -> Result<(), String> {
+        if self.client_cert.is_some() != self.client_key.is_some() {
+            return Err(
+                "Both NATS_TLS_CLIENT_CERT_PATH and NATS_TLS_CLIENT_KEY_PATH must be set together to enable NATS mTLS"
+                    .into(),
+            );
+        }
+        if self.any() && !server.starts_with("tls://") {
+            return Err(format!(
+                "NATS TLS is configured (NATS_TLS_CA_CERT_PATH, NATS_TLS_INSECURE, or a client certificate) but \
+                 NATS_SERVER does not use the 'tls://' scheme: {server}"
+            ));
+        }
+        Ok(())
+    }
+}

@@ -28,10 +28,6 @@ use crate::shard::ShardCtx;
 use crate::transport::callback::{ResponseStream, StreamItem};
 use crate::transport::client::{RequestBody, TransportError};
 
-/// How long a worker may take to call back after acknowledging a request (1.6.1 waits
-/// forever; we retry elsewhere or answer 503).
-pub const CALLBACK_DEADLINE: Duration = Duration::from_secs(30);
-
 /// Most workers one request is tried on.
 pub const MAX_ATTEMPTS: usize = 3;
 
@@ -91,6 +87,9 @@ fn on_failure(ctx: &ShardCtx, model: &str, worker: &Worker, e: &TransportError, 
         || (from_stream && matches!(e, TransportError::Plane(_)));
     if retry && !e.is_overloaded() {
         ctx.router.inhibit(worker.instance_id);
+    }
+    if matches!(e, TransportError::CallbackTimeout { .. }) {
+        ctx.metrics.edge(crate::metrics::Edge::CallbackTimeout);
     }
     if retry {
         // 1.6.1 counts these as migrations of a new request, whatever its migration limit.
@@ -278,8 +277,8 @@ pub async fn dispatch<B: RequestBody>(
         let worker = serving.workers[i].clone();
         tried.push(worker.instance_id);
         let in_flight = ctx.router.dispatch(worker.instance_id);
-        let sent =
-            ctx.plane.generate(worker.addr, &worker.path, worker.codec, wire, &request_id, CALLBACK_DEADLINE).await;
+        let deadline = ctx.shared.config.worker_callback_timeout.unwrap_or(Duration::MAX);
+        let sent = ctx.plane.generate(worker.addr, &worker.path, worker.codec, wire, &request_id, deadline).await;
         let mut stream = match sent {
             Ok(s) => s,
             Err(e) => {

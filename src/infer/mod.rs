@@ -42,7 +42,9 @@ pub use crate::registry::Serving;
 pub use choice::{worker_fault, WorkerFault};
 pub use generation::Generation;
 pub use logprobs::TokenLogprob;
-pub use request::{AnnotationKind, Caller, ChatInput, InferRequest, Input, PlainRole, PlainTurn, Prompt, Stops};
+pub use request::{
+    AnnotationKind, ApiKey, Caller, ChatInput, InferRequest, Input, PlainRole, PlainTurn, Prompt, Stops,
+};
 pub use resolve::Resolved;
 pub use text::Text;
 

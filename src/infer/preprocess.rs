@@ -101,6 +101,12 @@ pub(super) async fn tokens(
         }
     }
     let eos = &files.eos_token_ids;
+    if let Some(cap) = ctx.shared.config.max_output_tokens {
+        if req.stops.max_tokens.is_none_or(|n| n > cap) {
+            req.stops.max_tokens = Some(cap);
+            ctx.metrics.edge(crate::metrics::Edge::OutputCapped);
+        }
+    }
     let s = &req.stops;
     let ignore_eos = s.ignore_eos == Some(true);
     let stop = StopConditions {

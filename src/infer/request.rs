@@ -17,6 +17,10 @@ use crate::plane::payload::{OutputOptions, RoutingHints, SamplingOptions};
 use crate::plane::tensor::TensorRequest;
 pub use crate::tokenize::preprocess::{ChatInput, PlainRole, PlainTurn};
 
+/// The API key a request was admitted with (`--api-keys-file`), charged with its tokens;
+/// `None`: keys are off.
+pub type ApiKey = Option<std::sync::Arc<crate::auth::Key>>;
+
 /// One generation asked for by a client.
 #[derive(Debug)]
 pub struct InferRequest {
@@ -46,7 +50,7 @@ pub struct InferRequest {
     /// The session the request's headers name, when session affinity is on.
     pub session: Option<std::rc::Rc<str>>,
     /// The API key it came with (`--api-keys-file`): charged its tokens when it ends.
-    pub key: Option<std::sync::Arc<crate::auth::Key>>,
+    pub key: ApiKey,
     /// `nvext.annotations`: forwarded to the worker; those the driver answers itself
     /// ([`AnnotationKind`]) come back as events before any text.
     pub annotations: Vec<String>,
@@ -73,7 +77,7 @@ pub struct InferRequest {
 #[derive(Clone, Default)]
 pub struct Caller {
     pub session: Option<std::rc::Rc<str>>,
-    pub key: Option<std::sync::Arc<crate::auth::Key>>,
+    pub key: ApiKey,
 }
 
 impl InferRequest {

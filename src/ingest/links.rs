@@ -44,6 +44,8 @@ pub(super) fn connect(links: &mut HashMap<String, Link>, stats: &IngestStats) {
 /// gap the recovery fills).
 pub(super) struct NatsLink {
     pub url: String,
+    /// TLS for a `tls://` server.
+    pub tls: Option<std::sync::Arc<rustls::ClientConfig>>,
     pub subjects: BTreeSet<String>,
     pub sub: Option<nats::Sub>,
     pub next_try: Instant,
@@ -55,7 +57,7 @@ impl NatsLink {
             return;
         }
         let subjects: Vec<&str> = self.subjects.iter().map(String::as_str).collect();
-        match nats::Sub::connect(&self.url, &subjects, Duration::from_secs(1), MAX_FRAME) {
+        match nats::Sub::connect_tls(&self.url, &subjects, Duration::from_secs(1), MAX_FRAME, self.tls.as_ref()) {
             Ok(sub) => {
                 crate::log::info(&format!("kv events: subscribed to {} subjects on {}", subjects.len(), self.url));
                 stats.connected.fetch_add(1, Ordering::Relaxed);

@@ -38,6 +38,7 @@
 
 pub mod links;
 pub mod nats;
+mod nats_io;
 pub mod peers;
 pub mod recovery;
 pub mod streams;
@@ -88,6 +89,8 @@ pub use crate::metrics::kv::{IngestCounts, IngestStats};
 pub struct IngestOptions {
     /// The NATS server of workers on `--event-plane nats`.
     pub nats_url: String,
+    /// Its TLS (`NATS_TLS_*`; a `tls://` URL asks for TLS too).
+    pub nats_tls: crate::tls::plane::NatsTlsFiles,
     /// The shards' rings up to this thread (booking steps, predictions) and their wake fd.
     pub upstream: Option<crate::router::kv::active::Downstream>,
     /// Approximate mode (`--no-router-kv-events`): no subscriptions; the shards' routing
@@ -101,10 +104,12 @@ pub struct IngestOptions {
 }
 
 impl IngestOptions {
-    /// Event mode, `NATS_SERVER` from the environment.
+    /// Event mode, `NATS_SERVER` and `NATS_TLS_*` from the environment (where `config`
+    /// exported the `--nats-tls-*` options, as 1.6.1 does).
     pub fn from_env() -> IngestOptions {
         let nats_url = std::env::var("NATS_SERVER").unwrap_or_else(|_| nats::DEFAULT_URL.to_owned());
-        IngestOptions { nats_url, upstream: None, approximate: None, sync: None, router_id: random_id() }
+        let nats_tls = crate::tls::plane::NatsTlsFiles::from_env(&|k| std::env::var(k).ok());
+        IngestOptions { nats_url, nats_tls, upstream: None, approximate: None, sync: None, router_id: random_id() }
     }
 }
 
@@ -157,15 +162,18 @@ impl Ingest {
         Ok((ingest, installs))
     }
 
-    /// [`Ingest::start`] with explicit options.
+    /// [`Ingest::start`] with explicit options. A NATS TLS setting that cannot be used (a
+    /// file that does not read) fails here, before the thread starts.
     pub fn start_with(feed: IndexFeed, opts: IngestOptions) -> std::io::Result<Ingest> {
+        let nats_tls = crate::tls::plane::nats_client(&opts.nats_tls, &opts.nats_url)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("NATS TLS: {e}")))?;
         let (tx, rx) = flume::unbounded::<Publishers>();
         let stop = Arc::new(AtomicBool::new(false));
         let stats = Arc::new(IngestStats::default());
         let (stop2, stats2) = (stop.clone(), stats.clone());
         let callback_host = std::env::var("DYN_TCP_RESPONSE_STREAM_HOST").unwrap_or_else(|_| "127.0.0.1".to_owned());
         let thread = std::thread::Builder::new().name("kv-ingest".into()).spawn(move || {
-            let mut st = State::new(feed, stats2, callback_host, opts);
+            let mut st = State::new(feed, stats2, callback_host, opts, nats_tls);
             while !stop2.load(Ordering::Acquire) {
                 while let Ok(p) = rx.try_recv() {
                     st.discovery(p);
@@ -233,7 +241,13 @@ struct State {
 }
 
 impl State {
-    fn new(feed: IndexFeed, stats: Arc<IngestStats>, callback_host: String, opts: IngestOptions) -> State {
+    fn new(
+        feed: IndexFeed,
+        stats: Arc<IngestStats>,
+        callback_host: String,
+        opts: IngestOptions,
+        nats_tls: Option<Arc<rustls::ClientConfig>>,
+    ) -> State {
         let (replies_tx, replies) = flume::unbounded();
         let (sync, own_endpoint) = match opts.sync {
             Some((out, ep)) => (Some(out), Some(ep)),
@@ -247,7 +261,13 @@ impl State {
             feed,
             stats,
             links: HashMap::new(),
-            nats: NatsLink { url: opts.nats_url, subjects: BTreeSet::new(), sub: None, next_try: Instant::now() },
+            nats: NatsLink {
+                url: opts.nats_url,
+                tls: nats_tls,
+                subjects: BTreeSet::new(),
+                sub: None,
+                next_try: Instant::now(),
+            },
             nats_batch: Vec::new(),
             upstream,
             wake,
@@ -464,7 +484,7 @@ impl State {
             let tx = self.replies_tx.clone();
             let host = self.callback_host.clone();
             let spawned = std::thread::Builder::new().name("kv-recovery".into()).spawn(move || {
-                let reply = recovery::query(&target, &req, &host, Deadlines::default());
+                let reply = recovery::query(&target, &req, &host, Deadlines::default(), crate::tls::plane::installed());
                 let _ = tx.send((req_owner(&req), reply));
             });
             match spawned {

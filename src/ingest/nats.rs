@@ -1,7 +1,9 @@
 //! A core-NATS subscriber over a blocking `std::net::TcpStream`: what the event-ingest thread
 //! needs to receive Dynamo's event plane when workers run with `--event-plane nats` (spec: KV
-//! routing §3.3). No JetStream, no publishing, no TLS, no async runtime: the ingest thread
-//! owns the socket and polls its descriptor itself, as it does for [`super::zmq::Sub`].
+//! routing §3.3). No JetStream, no publishing, no async runtime: the ingest thread owns the
+//! socket and polls its descriptor itself, as it does for [`super::zmq::Sub`]. TLS as 1.6.1
+//! speaks it to NATS (docs/dynamo/request-plane-tls.md §7): a `tls://` server is upgraded
+//! after its `INFO`, with the configuration of [`crate::tls::plane::nats_client`].
 //!
 //! # What Dynamo 1.6.1 does on NATS (observed on loopback: `dynamo.mocker --event-plane nats`,
 //! `dynamo.frontend --router-mode kv --event-plane nats`, file discovery, nats-server 2.9)
@@ -39,7 +41,9 @@
 //!
 //! # The client
 //!
-//! [`Sub::connect`] reads the server's `INFO`, sends `CONNECT` (not verbose, not pedantic,
+//! [`Sub::connect`] reads the server's `INFO`, upgrades to TLS for a `tls://` URL (the
+//! server verified under the URL's host; a `nats://` URL to a server that requires TLS is
+//! refused), sends `CONNECT` (not verbose, not pedantic,
 //! headers on when the server offers them, credentials from the URL), one `SUB` per subject
 //! (wildcards allowed) and a `PING`, and returns once the `PONG` proves the server has taken
 //! the subscriptions; a `-ERR` before it (a refused subscription, bad credentials) fails the
@@ -51,11 +55,14 @@
 //! buffered across reads, and control lines are capped so junk cannot grow the buffer.
 
 use std::collections::VecDeque;
-use std::io::{self, Read, Write};
+use std::io;
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Deserialize;
+
+use super::nats_io::Io;
 
 /// Where Dynamo looks when `NATS_SERVER` is not set.
 pub const DEFAULT_URL: &str = "nats://localhost:4222";
@@ -90,6 +97,8 @@ pub struct ServerUrl {
     pub host: String,
     pub port: u16,
     pub auth: Option<Auth>,
+    /// `tls://`: the connection is upgraded to TLS after the server's `INFO`.
+    pub tls: bool,
 }
 
 /// The fields of the server's `INFO` this client looks at.
@@ -107,6 +116,9 @@ pub struct ServerInfo {
     pub headers: bool,
     #[serde(default)]
     pub tls_required: bool,
+    /// The server takes TLS without requiring it.
+    #[serde(default)]
+    pub tls_available: bool,
     #[serde(default)]
     pub auth_required: bool,
 }
@@ -119,9 +131,9 @@ fn invalid_input(msg: impl Into<String>) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, msg.into())
 }
 
-/// Parses `nats://[user:pass@|token@]host[:port]`, or a comma-separated list of them. The
-/// scheme may be left out; `tls://` and other schemes are refused (no TLS here). User-info is
-/// taken literally (not percent-decoded).
+/// Parses `nats://[user:pass@|token@]host[:port]` (or `tls://…`), or a comma-separated list
+/// of them. The scheme may be left out; other schemes are refused. User-info is taken
+/// literally (not percent-decoded).
 pub fn parse_urls(list: &str) -> io::Result<Vec<ServerUrl>> {
     let urls =
         list.split(',').map(str::trim).filter(|u| !u.is_empty()).map(parse_url).collect::<io::Result<Vec<_>>>()?;
@@ -132,12 +144,13 @@ pub fn parse_urls(list: &str) -> io::Result<Vec<ServerUrl>> {
 }
 
 fn parse_url(url: &str) -> io::Result<ServerUrl> {
-    let rest = match url.split_once("://") {
-        Some(("nats", rest)) => rest,
+    let (tls, rest) = match url.split_once("://") {
+        Some(("nats", rest)) => (false, rest),
+        Some(("tls", rest)) => (true, rest),
         Some((scheme, _)) => {
-            return Err(invalid_input(format!("{url}: unsupported scheme {scheme}:// (only nats:// without TLS)")))
+            return Err(invalid_input(format!("{url}: unsupported scheme {scheme}:// (nats:// or tls://)")))
         }
-        None => url,
+        None => (false, url),
     };
     let rest = rest.trim_end_matches('/');
     let (auth, hostport) = match rest.rsplit_once('@') {
@@ -166,7 +179,7 @@ fn parse_url(url: &str) -> io::Result<ServerUrl> {
         None => DEFAULT_PORT,
         Some(p) => p.parse().map_err(|_| invalid_input(format!("{url}: bad port {p:?}")))?,
     };
-    Ok(ServerUrl { host: host.to_string(), port, auth })
+    Ok(ServerUrl { host: host.to_string(), port, auth, tls })
 }
 
 /// Checks a subscription subject: dot-separated non-empty tokens of printable non-space
@@ -198,7 +211,7 @@ enum Op {
 
 /// A connected, subscribed NATS client.
 pub struct Sub {
-    stream: TcpStream,
+    stream: Io,
     peer: SocketAddr,
     info: ServerInfo,
     max_payload: usize,
@@ -221,6 +234,18 @@ impl Sub {
     /// the connection. Messages may arrive with the handshake: call [`Sub::drain`] once
     /// before waiting for the socket to become readable.
     pub fn connect(url: &str, subjects: &[&str], timeout: Duration, max_payload: usize) -> io::Result<Sub> {
+        Sub::connect_tls(url, subjects, timeout, max_payload, None)
+    }
+
+    /// [`Sub::connect`] with the TLS configuration for `tls://` servers (`None`: such a
+    /// server cannot be reached).
+    pub fn connect_tls(
+        url: &str,
+        subjects: &[&str],
+        timeout: Duration,
+        max_payload: usize,
+        tls: Option<&Arc<rustls::ClientConfig>>,
+    ) -> io::Result<Sub> {
         for s in subjects {
             check_subject(s)?;
         }
@@ -236,7 +261,7 @@ impl Sub {
                 }
             };
             for addr in addrs {
-                match Sub::connect_addr(addr, &server, subjects, timeout, max_payload) {
+                match Sub::connect_addr(addr, &server, subjects, timeout, max_payload, tls) {
                     Ok(sub) => return Ok(sub),
                     Err(e) => {
                         errors.push(format!("{addr}: {e}"));
@@ -254,13 +279,14 @@ impl Sub {
         subjects: &[&str],
         timeout: Duration,
         max_payload: usize,
+        tls: Option<&Arc<rustls::ClientConfig>>,
     ) -> io::Result<Sub> {
         let stream = TcpStream::connect_timeout(&peer, timeout)?;
         stream.set_nodelay(true)?;
         stream.set_read_timeout(Some(timeout))?;
         stream.set_write_timeout(Some(timeout))?;
         let mut sub = Sub {
-            stream,
+            stream: Io::Plain(stream),
             peer,
             info: ServerInfo::default(),
             max_payload,
@@ -273,15 +299,32 @@ impl Sub {
             Op::Info(info) => sub.info = info,
             other => return Err(bad(format!("{peer}: not a NATS server (first message: {other:?})"))),
         }
-        if sub.info.tls_required {
-            return Err(io::Error::new(io::ErrorKind::Unsupported, format!("{peer}: the server requires TLS")));
+        if server.tls {
+            let Some(config) = tls else {
+                return Err(invalid_input(format!("{peer}: tls:// needs a TLS configuration")));
+            };
+            if !(sub.info.tls_required || sub.info.tls_available) {
+                return Err(io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    format!("{peer}: the server does not offer TLS"),
+                ));
+            }
+            sub.stream = sub
+                .stream
+                .upgrade(&server.host, config)
+                .map_err(|e| io::Error::new(e.kind(), format!("{peer}: TLS: {e}")))?;
+        } else if sub.info.tls_required {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!("{peer}: the server requires TLS (name it with tls://)"),
+            ));
         }
-        let mut hello = connect_line(&sub.info, server.auth.as_ref());
+        let mut hello = connect_line(&sub.info, server.auth.as_ref(), server.tls);
         for (i, s) in subjects.iter().enumerate() {
             hello.extend_from_slice(format!("SUB {s} {}\r\n", i + 1).as_bytes());
         }
         hello.extend_from_slice(b"PING\r\n");
-        sub.stream.write_all(&hello)?;
+        sub.stream.send(&hello)?;
         loop {
             match sub.read_op()? {
                 Op::Pong => return Ok(sub),
@@ -303,13 +346,13 @@ impl Sub {
 
     /// The connection, for polling its readiness.
     pub fn stream(&self) -> &TcpStream {
-        &self.stream
+        self.stream.tcp()
     }
 
     /// Sends a `PING`; [`Sub::pings_outstanding`] counts those not yet answered, so a caller
     /// can tell a silent dead server from a quiet live one.
     pub fn ping(&mut self) -> io::Result<()> {
-        self.stream.write_all(b"PING\r\n")?;
+        self.stream.send(b"PING\r\n")?;
         self.pings_out += 1;
         Ok(())
     }
@@ -339,9 +382,9 @@ impl Sub {
     /// it are still in `out`.
     pub fn drain(&mut self, out: &mut Vec<NatsMsg>) -> io::Result<()> {
         out.extend(self.ready.drain(..));
-        self.stream.set_nonblocking(true)?;
+        self.stream.tcp().set_nonblocking(true)?;
         let r = self.read_available(out);
-        self.stream.set_nonblocking(false)?;
+        self.stream.tcp().set_nonblocking(false)?;
         r?;
         self.flush_pongs()
     }
@@ -384,7 +427,7 @@ impl Sub {
 
     fn flush_pongs(&mut self) -> io::Result<()> {
         while self.pongs_owed > 0 {
-            self.stream.write_all(b"PONG\r\n")?;
+            self.stream.send(b"PONG\r\n")?;
             self.pongs_owed -= 1;
         }
         Ok(())
@@ -424,11 +467,11 @@ impl Sub {
 }
 
 /// The `CONNECT` line for a server that sent `info`.
-fn connect_line(info: &ServerInfo, auth: Option<&Auth>) -> Vec<u8> {
+fn connect_line(info: &ServerInfo, auth: Option<&Auth>, tls: bool) -> Vec<u8> {
     let mut o = serde_json::json!({
         "verbose": false,
         "pedantic": false,
-        "tls_required": false,
+        "tls_required": tls,
         "name": "switchyard",
         "lang": "rust",
         "version": env!("CARGO_PKG_VERSION"),
@@ -536,7 +579,8 @@ mod tests {
     #[test]
     fn urls() {
         let u = parse_urls("nats://127.0.0.1:14222").unwrap();
-        assert_eq!(u, [ServerUrl { host: "127.0.0.1".into(), port: 14222, auth: None }]);
+        assert_eq!(u, [ServerUrl { host: "127.0.0.1".into(), port: 14222, auth: None, tls: false }]);
+        assert!(parse_urls("tls://localhost:4443").unwrap()[0].tls);
         let u = parse_urls(" nats://a:1 , b ,nats://u:p@[::1]:7/,tok@c:9").unwrap();
         assert_eq!(u.len(), 4);
         assert_eq!((u[1].host.as_str(), u[1].port), ("b", DEFAULT_PORT));
@@ -544,7 +588,7 @@ mod tests {
         assert_eq!(u[2].auth, Some(Auth::UserPass("u".into(), "p".into())));
         assert_eq!(u[3].auth, Some(Auth::Token("tok".into())));
         assert_eq!(parse_urls(DEFAULT_URL).unwrap()[0].host, "localhost");
-        for bad in ["", " , ", "tls://h:1", "http://h", "nats://:4222", "nats://h:x", "nats://h:70000", "nats://[::1"] {
+        for bad in ["", " , ", "http://h", "nats://:4222", "nats://h:x", "nats://h:70000", "nats://[::1"] {
             assert_eq!(parse_urls(bad).unwrap_err().kind(), io::ErrorKind::InvalidInput, "{bad:?}");
         }
     }
@@ -611,7 +655,7 @@ mod tests {
     #[test]
     fn connect_line_fields() {
         let info = ServerInfo { headers: true, ..Default::default() };
-        let line = connect_line(&info, Some(&Auth::UserPass("u".into(), "p".into())));
+        let line = connect_line(&info, Some(&Auth::UserPass("u".into(), "p".into())), false);
         let text = std::str::from_utf8(&line).unwrap();
         let json: serde_json::Value = serde_json::from_str(text.strip_prefix("CONNECT ").unwrap().trim_end()).unwrap();
         assert!(text.ends_with("}\r\n"));
@@ -620,7 +664,8 @@ mod tests {
             (json["headers"].as_bool(), json["user"].as_str(), json["pass"].as_str()),
             (Some(true), Some("u"), Some("p"))
         );
-        let json = connect_line(&ServerInfo::default(), Some(&Auth::Token("t".into())));
-        assert!(std::str::from_utf8(&json).unwrap().contains(r#""auth_token":"t""#));
+        let json = connect_line(&ServerInfo::default(), Some(&Auth::Token("t".into())), true);
+        let text = std::str::from_utf8(&json).unwrap();
+        assert!(text.contains(r#""auth_token":"t""#) && text.contains(r#""tls_required":true"#), "{text}");
     }
 }

@@ -14,8 +14,12 @@
 //! response-stream listener on `DYN_TCP_RESPONSE_STREAM_HOST`, so concurrent queries never
 //! see each other's call-backs. Every step has a deadline; any failure is an `Err` the
 //! caller retries with back-off.
+//!
+//! With request-plane TLS both connections are TLS, as all of 1.6.1's request-plane traffic
+//! is (docs/dynamo/request-plane-tls.md): the query is dialed with the process's dialer and
+//! the call-back is accepted with its acceptor ([`crate::tls::plane::PlaneTls`]).
 
-use std::io::{Read, Write};
+use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
@@ -30,6 +34,7 @@ use crate::plane::reqenc::control_single_in_many_out;
 use crate::plane::stream::{ResponseStreamDecoder, StreamEvent};
 use crate::plane::{Decoded, DEFAULT_MAX_MESSAGE_SIZE};
 use crate::router::kv::index::Owner;
+use crate::tls::plane::PlaneTls;
 use crate::util::new_subject;
 
 /// Where one `(worker, dp_rank)` publisher answers recovery queries.
@@ -138,9 +143,98 @@ impl Default for Deadlines {
     }
 }
 
+/// One connection of a query: plain TCP, or TLS over it.
+enum Conn {
+    Plain(TcpStream),
+    Client(Box<rustls::StreamOwned<rustls::ClientConnection, TcpStream>>),
+    Server(Box<rustls::StreamOwned<rustls::ServerConnection, TcpStream>>),
+}
+
+impl Conn {
+    fn tcp(&self) -> &TcpStream {
+        match self {
+            Conn::Plain(s) => s,
+            Conn::Client(s) => &s.sock,
+            Conn::Server(s) => &s.sock,
+        }
+    }
+}
+
+impl Read for Conn {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Conn::Plain(s) => s.read(buf),
+            Conn::Client(s) => s.read(buf),
+            Conn::Server(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Conn {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Conn::Plain(s) => s.write(buf),
+            Conn::Client(s) => s.write(buf),
+            Conn::Server(s) => s.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Conn::Plain(s) => s.flush(),
+            Conn::Client(s) => s.flush(),
+            Conn::Server(s) => s.flush(),
+        }
+    }
+}
+
+/// Run a session's handshake on `sock` within `timeout`.
+fn handshake<C, S>(session: &mut C, sock: &mut TcpStream, timeout: Duration) -> io::Result<()>
+where
+    C: std::ops::DerefMut<Target = rustls::ConnectionCommon<S>>,
+    S: rustls::SideData,
+{
+    sock.set_read_timeout(Some(timeout))?;
+    sock.set_write_timeout(Some(timeout))?;
+    while session.is_handshaking() {
+        session.complete_io(sock)?;
+    }
+    while session.wants_write() {
+        session.write_tls(sock)?;
+    }
+    sock.set_write_timeout(None)
+}
+
+/// The query connection to `addr`, over TLS when `tls` dials TLS.
+fn dial(addr: SocketAddr, tls: &PlaneTls, timeout: Duration) -> Result<Conn, String> {
+    let mut sock = TcpStream::connect_timeout(&addr, timeout).map_err(|e| format!("connect {addr}: {e}"))?;
+    sock.set_nodelay(true).ok();
+    let Some(dialer) = &tls.dialer else { return Ok(Conn::Plain(sock)) };
+    let mut session = dialer.session(addr.ip()).map_err(|e| format!("TLS to {addr}: {e}"))?;
+    handshake(&mut session, &mut sock, dialer.handshake_timeout)
+        .map_err(|e| format!("TLS handshake with {addr} failed: {e}"))?;
+    Ok(Conn::Client(Box::new(rustls::StreamOwned::new(session, sock))))
+}
+
+/// The worker's call-back, over TLS when `tls` serves TLS.
+fn accept_tls(mut sock: TcpStream, tls: &PlaneTls) -> Result<Conn, String> {
+    let Some(acceptor) = &tls.acceptor else { return Ok(Conn::Plain(sock)) };
+    let mut session = acceptor.session().map_err(|e| format!("TLS: {e}"))?;
+    handshake(&mut session, &mut sock, acceptor.handshake_timeout)
+        .map_err(|e| format!("TLS handshake of the call-back failed: {e}"))?;
+    Ok(Conn::Server(Box::new(rustls::StreamOwned::new(session, sock))))
+}
+
 /// Sends `req` to `target` and waits for the answer; `callback_host` is the address the
-/// worker is told to dial back (`DYN_TCP_RESPONSE_STREAM_HOST`).
-pub fn query(target: &Target, req: &QueryRequest, callback_host: &str, dl: Deadlines) -> Result<Answer, String> {
+/// worker is told to dial back (`DYN_TCP_RESPONSE_STREAM_HOST`), `tls` the process's
+/// request-plane TLS.
+pub fn query(
+    target: &Target,
+    req: &QueryRequest,
+    callback_host: &str,
+    dl: Deadlines,
+    tls: &PlaneTls,
+) -> Result<Answer, String> {
     let ip: std::net::IpAddr =
         callback_host.parse().map_err(|e| format!("bad response-stream host {callback_host:?}: {e}"))?;
     let listener = TcpListener::bind(SocketAddr::new(ip, 0)).map_err(|e| format!("response-stream bind: {e}"))?;
@@ -162,14 +256,13 @@ pub fn query(target: &Target, req: &QueryRequest, callback_host: &str, dl: Deadl
         .ok()
         .and_then(|mut a| a.next())
         .ok_or_else(|| format!("cannot resolve {}", target.addr))?;
-    let mut conn = TcpStream::connect_timeout(&addr, dl.connect).map_err(|e| format!("connect {addr}: {e}"))?;
-    conn.set_nodelay(true).ok();
+    let mut conn = dial(addr, tls, dl.connect)?;
     conn.write_all(&frame).map_err(|e| format!("send to {addr}: {e}"))?;
     match read_ack(&mut conn, until)? {
         Ack::Accepted => {}
         Ack::Rejected(text) => return Err(format!("worker refused the query: {text}")),
     }
-    let mut back = accept_before(&listener, until)?;
+    let mut back = accept_tls(accept_before(&listener, until)?, tls)?;
     let answer = read_answer(&mut back, &subject, until);
     drop(conn);
     answer
@@ -184,8 +277,8 @@ fn remaining(until: Instant) -> Result<Duration, String> {
     }
 }
 
-fn read_some(s: &mut TcpStream, buf: &mut BytesMut, until: Instant, what: &str) -> Result<(), String> {
-    s.set_read_timeout(Some(remaining(until)?)).map_err(|e| e.to_string())?;
+fn read_some(s: &mut Conn, buf: &mut BytesMut, until: Instant, what: &str) -> Result<(), String> {
+    s.tcp().set_read_timeout(Some(remaining(until)?)).map_err(|e| e.to_string())?;
     let mut chunk = [0u8; 16 * 1024];
     match s.read(&mut chunk) {
         Ok(0) => Err(format!("{what}: connection closed")),
@@ -200,7 +293,7 @@ fn read_some(s: &mut TcpStream, buf: &mut BytesMut, until: Instant, what: &str) 
     }
 }
 
-fn read_ack(conn: &mut TcpStream, until: Instant) -> Result<Ack, String> {
+fn read_ack(conn: &mut Conn, until: Instant) -> Result<Ack, String> {
     let dec = AckDecoder::default();
     let mut buf = BytesMut::new();
     loop {
@@ -228,7 +321,7 @@ fn accept_before(listener: &TcpListener, until: Instant) -> Result<TcpStream, St
     }
 }
 
-fn read_answer(s: &mut TcpStream, subject: &str, until: Instant) -> Result<Answer, String> {
+fn read_answer(s: &mut Conn, subject: &str, until: Instant) -> Result<Answer, String> {
     let mut dec = ResponseStreamDecoder::new(Codec::Msgpack, DEFAULT_MAX_MESSAGE_SIZE);
     let mut buf = BytesMut::new();
     let mut answer = None;

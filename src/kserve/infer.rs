@@ -249,8 +249,8 @@ pub struct Piece {
 
 /// Start a request on the driver: its body is the completions request Dynamo's KServe
 /// frontend builds, validated as `/v1/completions` validates it (a refusal is counted as
-/// that endpoint counts it).
-pub async fn start(ctx: &Rc<ShardCtx>, r: &TextRequest) -> Result<Pieces, Error> {
+/// that endpoint counts it); its tokens are charged to `key`.
+pub async fn start(ctx: &Rc<ShardCtx>, r: &TextRequest, key: super::Key) -> Result<Pieces, Error> {
     let parsed = crate::openai::parse_completion(&r.body).and_then(|c| to_infer::completion(c, &r.body));
     let mut req = match parsed {
         Ok((req, _)) => req,
@@ -261,6 +261,7 @@ pub async fn start(ctx: &Rc<ShardCtx>, r: &TextRequest) -> Result<Pieces, Error>
     };
     // One `text_output` per response: one choice.
     req.choices = 1;
+    req.key = key;
     Ok(Pieces { gen: crate::infer::run(ctx, &mut req).await?, done: false })
 }
 

@@ -45,8 +45,11 @@ use grpc::{decode, frame, Decoder, Encoding};
 /// The path prefix of the service's methods.
 pub const SERVICE: &str = "/inference.GRPCInferenceService/";
 
-/// Serve one gRPC call.
-pub async fn serve(ctx: &Rc<ShardCtx>, req: http::Request<RecvStream>, mut respond: SendResponse<Bytes>) {
+/// The API key an inference call was admitted with.
+pub type Key = crate::infer::ApiKey;
+
+/// Serve one gRPC call, admitted with `key`.
+pub async fn serve(ctx: &Rc<ShardCtx>, req: http::Request<RecvStream>, mut respond: SendResponse<Bytes>, key: Key) {
     let (parts, mut recv) = req.into_parts();
     if !ctx.shared.config.kserve_grpc {
         let e = Error::new(Kind::NotImplemented, "the KServe gRPC service is off (start with --kserve-grpc-server)");
@@ -62,7 +65,7 @@ pub async fn serve(ctx: &Rc<ShardCtx>, req: http::Request<RecvStream>, mut respo
         (Err(e), _) | (_, Err(e)) => return grpc::fail(respond, &e),
     };
     if method == "ModelStreamInfer" {
-        return stream::serve(ctx, recv, respond, call).await;
+        return stream::serve(ctx, recv, respond, call, key).await;
     }
     // Pseudo-header fields in the request's trailers make it malformed (RFC 9113 §8.1).
     let malformed = || crate::h2::trailers::malformed(&parts.extensions);
@@ -71,7 +74,7 @@ pub async fn serve(ctx: &Rc<ShardCtx>, req: http::Request<RecvStream>, mut respo
         if malformed() {
             return Err(None);
         }
-        Ok::<_, Option<Error>>(unary(ctx, method, msg).await)
+        Ok::<_, Option<Error>>(unary(ctx, method, msg, key).await)
     };
     let result = monoio::select! {
         r = answer => r,
@@ -124,7 +127,7 @@ async fn read_one(recv: &mut RecvStream, call: &Call) -> Result<Bytes, Option<Er
 }
 
 /// Decode the request of a unary method, answer it, frame the reply.
-async fn unary(ctx: &Rc<ShardCtx>, method: &str, msg: Bytes) -> Result<Bytes, Error> {
+async fn unary(ctx: &Rc<ShardCtx>, method: &str, msg: Bytes, key: Key) -> Result<Bytes, Error> {
     let registry = ctx.registry();
     match method {
         "ServerLive" => decode::<pb::ServerLiveRequest>(msg).map(|_| frame(&pb::ServerLiveResponse { live: true })),
@@ -135,13 +138,17 @@ async fn unary(ctx: &Rc<ShardCtx>, method: &str, msg: Bytes) -> Result<Bytes, Er
         "ModelMetadata" => meta::model_metadata(&registry, decode(msg)?).map(|r| frame(&r)),
         "ModelConfig" => meta::model_config(&registry, decode(msg)?).map(|r| frame(&r)),
         "RepositoryIndex" => Ok(frame(&meta::repository_index(&registry, decode(msg)?))),
-        "ModelInfer" => model_infer(ctx, decode(msg)?).await.map(|r| frame(&r)),
+        "ModelInfer" => model_infer(ctx, decode(msg)?, key).await.map(|r| frame(&r)),
         other => Err(Error::new(Kind::NotImplemented, format!("method {other} is not implemented"))),
     }
 }
 
 /// Unary ModelInfer: one whole answer (`streaming` is refused here, as in Dynamo).
-async fn model_infer(ctx: &Rc<ShardCtx>, req: pb::ModelInferRequest) -> Result<pb::ModelInferResponse, Error> {
+async fn model_infer(
+    ctx: &Rc<ShardCtx>,
+    req: pb::ModelInferRequest,
+    key: Key,
+) -> Result<pb::ModelInferResponse, Error> {
     meta::known(&ctx.registry(), &req.model_name, &req.model_version)?;
     if tensor::is_tensor(ctx, &req.model_name) {
         return tensor::start(ctx, req, false).await?.whole().await;
@@ -150,6 +157,6 @@ async fn model_infer(ctx: &Rc<ShardCtx>, req: pb::ModelInferRequest) -> Result<p
     if r.stream {
         return Err(Error::new(Kind::BadRequest, "Streaming is not supported for this endpoint"));
     }
-    let piece = infer::start(ctx, &r).await?.whole().await?;
+    let piece = infer::start(ctx, &r, key).await?.whole().await?;
     Ok(infer::response(&r, Some(&piece), None))
 }

@@ -44,11 +44,11 @@ use crate::shard::{local, ShardCtx};
 pub const MAX_IN_FLIGHT: usize = 256;
 
 /// Serve one `ModelStreamInfer` call.
-pub async fn serve(ctx: &Rc<ShardCtx>, recv: RecvStream, respond: SendResponse<Bytes>, call: Call) {
+pub async fn serve(ctx: &Rc<ShardCtx>, recv: RecvStream, respond: SendResponse<Bytes>, call: Call, key: super::Key) {
     let Some(mut out) = Replies::start(respond) else { return };
     let (tx, mut rx) = local::channel::<ModelStreamInferResponse>();
     let ending: Rc<RefCell<Option<Error>>> = Rc::default();
-    monoio::spawn(read_requests(ctx.clone(), recv, call, tx, ending.clone()));
+    monoio::spawn(read_requests(ctx.clone(), recv, call, key, tx, ending.clone()));
     // One timer for the whole call, not one per message.
     let mut expiry = std::pin::pin!(grpc::until(call.deadline));
     let finished = ctx.gate.finished();
@@ -88,6 +88,7 @@ async fn read_requests(
     ctx: Rc<ShardCtx>,
     mut recv: RecvStream,
     call: Call,
+    key: super::Key,
     tx: local::Sender<ModelStreamInferResponse>,
     ending: Rc<RefCell<Option<Error>>>,
 ) {
@@ -112,10 +113,10 @@ async fn read_requests(
                     return;
                 }
                 running += 1;
-                let (ctx, tx, done) = (ctx.clone(), tx.clone(), done_tx.clone());
+                let (ctx, tx, done, key) = (ctx.clone(), tx.clone(), done_tx.clone(), key.clone());
                 monoio::spawn(async move {
                     monoio::select! {
-                        _ = one(ctx, msg, tx) => {},
+                        _ = one(ctx, msg, tx, key) => {},
                         _ = grpc::until(call.deadline) => {},
                     }
                     let _ = done.send(());
@@ -160,7 +161,7 @@ fn reply(r: &TextRequest, piece: Option<&infer::Piece>, last: bool) -> ModelStre
 
 /// Answer one request message, handing the responses to the writer. Returns when the request
 /// is answered or the client is gone (dropping the worker stream then cancels it).
-async fn one(ctx: Rc<ShardCtx>, msg: Bytes, tx: local::Sender<ModelStreamInferResponse>) {
+async fn one(ctx: Rc<ShardCtx>, msg: Bytes, tx: local::Sender<ModelStreamInferResponse>, key: super::Key) {
     let req = match decode::<ModelInferRequest>(msg)
         .and_then(|req| super::meta::known(&ctx.registry(), &req.model_name, &req.model_version).map(|()| req))
     {
@@ -181,7 +182,7 @@ async fn one(ctx: Rc<ShardCtx>, msg: Bytes, tx: local::Sender<ModelStreamInferRe
             return;
         }
     };
-    let pieces = match infer::start(&ctx, &r).await {
+    let pieces = match infer::start(&ctx, &r, key).await {
         Ok(p) => p,
         Err(e) => {
             let _ = tx.send(error_reply(&e));

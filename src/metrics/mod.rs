@@ -132,13 +132,18 @@ pub enum Edge {
     H2Calm,
     /// Any other HTTP/2 connection error (a protocol error, an oversized header block).
     H2Error,
+    /// A worker acknowledged a request but did not call back within
+    /// `--worker-callback-timeout-secs`.
+    CallbackTimeout,
+    /// A request's `max_tokens` lowered (or set) to `--max-output-tokens`.
+    OutputCapped,
 }
 
 /// How many [`Edge`] events there are.
-pub const EDGES: usize = 11;
+pub const EDGES: usize = 13;
 
 /// The `limit` label of each limit among the [`Edge`] events.
-pub const LIMITS: [(Edge, &str); 8] = [
+pub const LIMITS: [(Edge, &str); 10] = [
     (Edge::ConnectionLimit, "connections_per_shard"),
     (Edge::HeaderTimeout, "header_read_timeout"),
     (Edge::IdleTimeout, "idle_timeout"),
@@ -147,6 +152,8 @@ pub const LIMITS: [(Edge, &str); 8] = [
     (Edge::H2HandshakeTimeout, "h2_handshake_timeout"),
     (Edge::H2Calm, "h2_enhance_your_calm"),
     (Edge::H2Error, "h2_protocol_error"),
+    (Edge::CallbackTimeout, "worker_callback_timeout"),
+    (Edge::OutputCapped, "max_output_tokens"),
 ];
 
 /// One shard's collectors. `!Sync` by construction: only its shard touches it.

@@ -25,17 +25,21 @@ impl crate::h2::Handler for Frontend {
         let _in_flight = self.ctx.gate.enter();
         let draining = self.ctx.gate.is_closed();
         if crate::kserve::grpc::is_grpc(req.headers()) {
-            // API keys (when on) guard the inference calls; health and metadata stay open, as
-            // the HTTP routes of the same kind. Tokens of gRPC calls are not charged to keys.
+            // API keys (when on) guard the inference calls, which are charged with their
+            // tokens; health and metadata stay open, as the HTTP routes of the same kind.
             let path = req.uri().path();
+            let mut key = None;
             if path.ends_with("/ModelInfer") || path.ends_with("/ModelStreamInfer") {
-                if let Err(refusal) = self.admit(|name| req.headers().get(name).map(|v| v.as_bytes())) {
-                    crate::infer::tracker::count_failure(&self.ctx.metrics, refusal.error.kind());
-                    crate::kserve::grpc::fail(respond, &refusal.error);
-                    return;
+                match self.admit(|name| req.headers().get(name).map(|v| v.as_bytes())) {
+                    Ok(k) => key = k,
+                    Err(refusal) => {
+                        crate::infer::tracker::count_failure(&self.ctx.metrics, refusal.error.kind());
+                        crate::kserve::grpc::fail(respond, &refusal.error);
+                        return;
+                    }
                 }
             }
-            crate::kserve::serve(&self.ctx, req, respond).await;
+            crate::kserve::serve(&self.ctx, req, respond, key).await;
             return;
         }
         let (parts, mut recv) = req.into_parts();

@@ -34,12 +34,18 @@ use crate::shard::ShardCtx;
 use routes::{RouteId, Routes};
 
 /// Start the shards, each serving the HTTP/1.1, HTTP/2 and gRPC routes of this module.
+///
+/// The request plane's TLS (`--tcp-tls-*`) is read and set up here, before any shard starts,
+/// so a certificate that cannot be used stops start-up; every shard's request plane takes it.
 pub fn start(config: std::sync::Arc<crate::config::Config>) -> std::io::Result<crate::shard::Server> {
-    // API keys: read before anything starts, so a bad file stops the start.
+    // API keys and the request plane's TLS: read before anything starts, so a bad file stops
+    // the start.
     let keys = match &config.api_keys_file {
         Some(path) => Some(Arc::new(crate::auth::Keys::load(path).map_err(std::io::Error::other)?)),
         None => None,
     };
+    crate::tls::plane::install(&config.plane_tls)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("request-plane TLS: {e}")))?;
     crate::shard::Server::start(config, move |ctx| Rc::new(Frontend::new(ctx, keys.clone())))
 }
 

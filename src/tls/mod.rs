@@ -10,6 +10,7 @@
 //! One crypto provider for the whole process: rustls with *ring*.
 
 pub mod pem;
+pub mod plane;
 pub mod reload;
 
 use std::path::PathBuf;

@@ -17,6 +17,13 @@
 //!
 //! The event queue is unbounded: a worker writes no faster than its engine produces, and a
 //! slow HTTP client is the HTTP layer's concern.
+//!
+//! With request-plane TLS (`DYN_TCP_TLS_CERT_PATH` and `_KEY_PATH`; with
+//! `DYN_TCP_TLS_CLIENT_CA_CERT_PATH` workers must show a certificate signed by that CA) every
+//! accepted connection first runs the TLS handshake, within the plane's handshake timeout; a
+//! connection that fails it is closed and nothing else happens (the request it was for ends
+//! by its call-back deadline, as an unanswered one does). The rest is the same code over the
+//! TLS stream ([`super::stream`]).
 
 use crate::util::FastMap;
 use std::cell::RefCell;
@@ -29,15 +36,15 @@ use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
-use monoio::buf::IoBufMut;
-use monoio::io::{AsyncReadRent, AsyncWriteRent, AsyncWriteRentExt};
 use monoio::net::{TcpListener, TcpStream};
 
 use super::client::TransportError;
+use super::stream::{ReadSome, Tls, WriteAll};
 use crate::plane::frame::TwoPartRef;
 use crate::plane::payload::{CallHomeHandshake, Codec, ControlMessage};
 use crate::plane::stream::{encode_control, ResponseStreamDecoder, StreamEvent};
 use crate::plane::{Decoded, PlaneError, DEFAULT_MAX_MESSAGE_SIZE};
+use crate::tls::plane::Acceptor;
 
 /// How long an accepted call-back connection may take to send its handshake.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -139,16 +146,23 @@ pub struct CallbackServer {
 
 impl CallbackServer {
     /// Bind on `DYN_TCP_RESPONSE_STREAM_HOST` (default `127.0.0.1`), port 0, and start the
-    /// accept loop. Must run inside the shard's runtime.
+    /// accept loop, serving the process's request-plane TLS if it has one
+    /// ([`crate::tls::plane::installed`]). Must run inside the shard's runtime.
     pub fn from_env() -> io::Result<CallbackServer> {
         let host = std::env::var("DYN_TCP_RESPONSE_STREAM_HOST").unwrap_or_else(|_| "127.0.0.1".to_owned());
-        CallbackServer::bind(&host, DEFAULT_MAX_MESSAGE_SIZE)
+        let tls = crate::tls::plane::installed().acceptor.clone();
+        CallbackServer::bind_with(&host, DEFAULT_MAX_MESSAGE_SIZE, tls)
     }
 
     /// Bind on `host`, port 0, and start the accept loop. The bound `host:port` is the
     /// `address` workers are told to call back; an unspecified host (`0.0.0.0`) would be
     /// useless there, so name a reachable one.
     pub fn bind(host: &str, max_message_size: usize) -> io::Result<CallbackServer> {
+        CallbackServer::bind_with(host, max_message_size, None)
+    }
+
+    /// [`CallbackServer::bind`], every call-back over TLS when `tls` is given.
+    pub fn bind_with(host: &str, max_message_size: usize, tls: Option<Acceptor>) -> io::Result<CallbackServer> {
         let ip: std::net::IpAddr =
             host.parse().map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("bad host {host:?}: {e}")))?;
         let listener = TcpListener::bind(SocketAddr::new(ip, 0))?;
@@ -159,7 +173,7 @@ impl CallbackServer {
             max: max_message_size,
             subjects: RefCell::new(FastMap::default()),
         });
-        monoio::spawn(accept_loop(inner.clone(), listener));
+        monoio::spawn(accept_loop(inner.clone(), listener, tls));
         Ok(CallbackServer { inner })
     }
 
@@ -178,8 +192,9 @@ impl CallbackServer {
         self.inner.subjects.borrow().len()
     }
 
-    /// Expect a call-back for `subject`, answering in `codec`, within `deadline` from now.
-    /// Registering a subject twice replaces the first registration.
+    /// Expect a call-back for `subject`, answering in `codec`, within `deadline` from now
+    /// ([`Duration::MAX`]: without end). Registering a subject twice replaces the first
+    /// registration.
     pub fn register(&self, subject: &str, codec: Codec, deadline: Duration) -> ResponseStream {
         self.register_as(subject, codec, ItemMode::Tokens, deadline)
     }
@@ -193,7 +208,7 @@ impl CallbackServer {
             server: self.inner.clone(),
             slot,
             subject: subject.to_owned(),
-            deadline: Instant::now() + deadline,
+            deadline: Instant::now().checked_add(deadline),
             after: deadline,
             done: false,
         }
@@ -210,7 +225,8 @@ pub struct ResponseStream {
     server: Rc<Inner>,
     slot: Rc<StreamSlot>,
     subject: String,
-    deadline: Instant,
+    /// When the worker must have called back by; `None`: no limit.
+    deadline: Option<Instant>,
     after: Duration,
     done: bool,
 }
@@ -269,12 +285,14 @@ impl ResponseStream {
             }
         });
         // Connecting queues the handshake event, which ends the wait.
-        let left = self.deadline.saturating_duration_since(Instant::now());
-        let got = monoio::select! {
-            ev = wait => ev,
-            _ = monoio::time::sleep(left) => {
-                self.release();
-                Some(Err(TransportError::CallbackTimeout { subject: self.subject.clone(), after: self.after }))
+        let got = match self.deadline {
+            None => wait.await,
+            Some(deadline) => monoio::select! {
+                ev = wait => ev,
+                _ = monoio::time::sleep(deadline.saturating_duration_since(Instant::now())) => {
+                    self.release();
+                    Some(Err(TransportError::CallbackTimeout { subject: self.subject.clone(), after: self.after }))
+                },
             },
         };
         if matches!(got, None | Some(Err(_)) | Some(Ok(StreamEvent::Sentinel))) {
@@ -309,15 +327,33 @@ impl Drop for ResponseStream {
     }
 }
 
-async fn accept_loop(inner: Rc<Inner>, listener: TcpListener) {
+async fn accept_loop(inner: Rc<Inner>, listener: TcpListener, tls: Option<Acceptor>) {
     loop {
         match listener.accept().await {
             Ok((stream, _)) => {
-                monoio::spawn(serve_callback(inner.clone(), stream));
+                let _ = stream.set_nodelay(true);
+                match &tls {
+                    None => {
+                        monoio::spawn(serve_callback(inner.clone(), stream));
+                    }
+                    Some(acceptor) => {
+                        monoio::spawn(serve_tls_callback(inner.clone(), stream, acceptor.clone()));
+                    }
+                }
             }
             // EMFILE and friends: back off instead of spinning.
             Err(_) => monoio::time::sleep(Duration::from_millis(10)).await,
         }
+    }
+}
+
+/// A call-back over TLS: the handshake, then the same as a plain one. A worker that fails
+/// the handshake (no TLS, no or an untrusted client certificate) is closed on.
+async fn serve_tls_callback(inner: Rc<Inner>, stream: TcpStream, acceptor: Acceptor) {
+    let Ok(session) = acceptor.session() else { return };
+    let session = rustls::Connection::Server(session);
+    if let Ok(tls) = Tls::handshake(stream, session, acceptor.handshake_timeout).await {
+        serve_callback(inner, tls).await;
     }
 }
 
@@ -329,15 +365,14 @@ enum ReadOutcome {
 }
 
 /// Read once into `buf`'s spare capacity, bounded by `timeout`, cut short by cancellation.
-async fn read_some(
-    stream: &mut TcpStream,
+async fn read_some<S: ReadSome>(
+    stream: &mut S,
     mut buf: BytesMut,
     timeout: Option<Duration>,
     slot: Option<&StreamSlot>,
 ) -> ReadOutcome {
     buf.reserve(8192);
-    let len = buf.len();
-    let read = stream.read(buf.slice_mut(len..));
+    let read = stream.read_some(buf);
     let cancelled = poll_fn(|cx| match slot {
         Some(slot) => {
             let mut st = slot.st.borrow_mut();
@@ -350,9 +385,9 @@ async fn read_some(
         }
         None => Poll::Pending,
     });
-    let done = |res: io::Result<usize>, b: monoio::buf::SliceMut<BytesMut>| match res {
+    let done = |res: io::Result<usize>, b: BytesMut| match res {
         Ok(0) => ReadOutcome::Closed("the worker closed the response stream".to_owned()),
-        Ok(_) => ReadOutcome::Data(b.into_inner()),
+        Ok(_) => ReadOutcome::Data(b),
         Err(e) => ReadOutcome::Closed(format!("response stream read failed: {e}")),
     };
     // No timer without a timeout: the item reads (one per token) would otherwise each arm
@@ -379,8 +414,7 @@ fn stream_error(e: PlaneError) -> TransportError {
     }
 }
 
-async fn serve_callback(inner: Rc<Inner>, mut stream: TcpStream) {
-    let _ = stream.set_nodelay(true);
+async fn serve_callback<S: ReadSome + WriteAll>(inner: Rc<Inner>, mut stream: S) {
     let mut buf = BytesMut::with_capacity(8192);
     // 1. The handshake, peeked (not consumed: the stream decoder reads it again).
     let started = Instant::now();
@@ -461,8 +495,8 @@ async fn serve_callback(inner: Rc<Inner>, mut stream: TcpStream) {
             ReadOutcome::Cancelled => {
                 let mut kill = Vec::with_capacity(32);
                 encode_control(&mut kill, ControlMessage::Kill);
-                let _ = stream.write_all(kill).await;
-                let _ = stream.shutdown().await;
+                let _ = stream.write_all_of(kill).await;
+                let _ = stream.close().await;
                 return;
             }
         }

@@ -17,6 +17,14 @@
 //! broken connection (EOF, reset, write error, an ack nobody waits for) fails every pending
 //! send with [`TransportError::ConnectionLost`]. Either way the connection leaves the table,
 //! so the next send dials again.
+//!
+//! With request-plane TLS ([`ConnsConfig::tls`]; docs/dynamo/request-plane-tls.md) every
+//! connection is TLS, as in 1.6.1 (no per-worker choice, no plain fallback): the writer
+//! task dials, then runs the handshake within the plane's handshake timeout, verifying the
+//! worker under `DYN_TCP_TLS_SERVER_NAME` or its IP address. A refused certificate, a
+//! worker that does not speak TLS or a handshake that times out is a
+//! [`TransportError::CannotConnect`], like an unreachable worker. The reader and writer
+//! tasks are the same code over the TLS halves ([`super::stream`]).
 
 use crate::util::FastMap;
 use std::cell::{Cell, RefCell};
@@ -29,16 +37,16 @@ use std::task::{Poll, Waker};
 use std::time::Duration;
 
 use bytes::BytesMut;
-use monoio::buf::IoBufMut;
-use monoio::io::{AsyncReadRent, AsyncWriteRentExt, Splitable};
-use monoio::net::tcp::TcpOwnedReadHalf;
+use monoio::io::Splitable;
 use monoio::net::TcpStream;
 
 use super::callback::{CallbackServer, ItemMode, ResponseStream};
+use super::stream::{ReadSome, Tls, WriteAll};
 use crate::plane::frame::{encode_request_frame, Ack, AckDecoder};
 use crate::plane::payload::{Codec, PreprocessedRequest};
 use crate::plane::reqenc::control_single_in_many_out;
 use crate::plane::{Decoded, PlaneError, DEFAULT_MAX_MESSAGE_SIZE};
+use crate::tls::plane::Dialer;
 
 /// A request-plane failure seen by the socket layer (the codecs' own errors are wrapped in
 /// [`TransportError::Plane`]).
@@ -129,14 +137,18 @@ pub struct ConnsConfig {
     pub ack_timeout: Duration,
     /// `DYN_TCP_MAX_MESSAGE_SIZE`.
     pub max_message_size: usize,
+    /// TLS towards every worker (`None`: plain TCP).
+    pub tls: Option<Dialer>,
 }
 
 impl Default for ConnsConfig {
+    /// 1.6.1's timeouts, and the process's request-plane TLS ([`crate::tls::plane::installed`]).
     fn default() -> Self {
         ConnsConfig {
             connect_timeout: Duration::from_secs(5),
             ack_timeout: Duration::from_secs(30),
             max_message_size: DEFAULT_MAX_MESSAGE_SIZE,
+            tls: crate::tls::plane::installed().dialer.clone(),
         }
     }
 }
@@ -302,8 +314,34 @@ async fn run_writer(inner: Rc<Inner>, conn: Rc<Conn>) {
         Err(detail) => return inner.fail(&conn, TransportError::CannotConnect { addr, detail }),
     };
     let _ = stream.set_nodelay(true);
-    let (rd, mut wr) = stream.into_split();
-    monoio::spawn(run_reader(inner.clone(), conn.clone(), rd));
+    match &inner.cfg.tls {
+        None => {
+            let (rd, wr) = stream.into_split();
+            monoio::spawn(run_reader(inner.clone(), conn.clone(), rd));
+            write_frames(&inner, &conn, wr).await;
+        }
+        Some(dialer) => {
+            let handshake = match dialer.session(addr.ip()) {
+                Ok(session) => Tls::handshake(stream, rustls::Connection::Client(session), dialer.handshake_timeout)
+                    .await
+                    .map_err(|e| format!("TLS handshake failed: {e}")),
+                Err(e) => Err(format!("TLS: {e}")),
+            };
+            match handshake {
+                Ok(tls) => {
+                    let (rd, wr) = tls.into_split();
+                    monoio::spawn(run_reader(inner.clone(), conn.clone(), rd));
+                    write_frames(&inner, &conn, wr).await;
+                }
+                Err(detail) => inner.fail(&conn, TransportError::CannotConnect { addr, detail }),
+            }
+        }
+    }
+}
+
+/// Write whatever the sends buffer, until the connection breaks.
+async fn write_frames<W: WriteAll>(inner: &Inner, conn: &Rc<Conn>, mut wr: W) {
+    let addr = conn.addr;
     loop {
         let next = poll_fn(|cx| {
             let mut st = conn.st.borrow_mut();
@@ -318,9 +356,9 @@ async fn run_writer(inner: Rc<Inner>, conn: Rc<Conn>) {
         })
         .await;
         let Some(buf) = next else { return };
-        let (res, mut buf) = wr.write_all(buf).await;
+        let (res, mut buf) = wr.write_all_of(buf).await;
         if let Err(e) = res {
-            return inner.fail(&conn, TransportError::ConnectionLost { addr, detail: e.to_string() });
+            return inner.fail(conn, TransportError::ConnectionLost { addr, detail: e.to_string() });
         }
         // Give the (usually larger) buffer back for the next frames.
         buf.clear();
@@ -331,7 +369,7 @@ async fn run_writer(inner: Rc<Inner>, conn: Rc<Conn>) {
     }
 }
 
-async fn run_reader(inner: Rc<Inner>, conn: Rc<Conn>, mut rd: TcpOwnedReadHalf) {
+async fn run_reader<R: ReadSome>(inner: Rc<Inner>, conn: Rc<Conn>, mut rd: R) {
     let addr = conn.addr;
     let decoder = AckDecoder::new(inner.cfg.max_message_size);
     let mut buf = BytesMut::with_capacity(1024);
@@ -365,13 +403,12 @@ async fn run_reader(inner: Rc<Inner>, conn: Rc<Conn>, mut rd: TcpOwnedReadHalf) 
                 Poll::Pending
             }
         });
-        let len = buf.len();
-        let read = rd.read(buf.slice_mut(len..));
+        let read = rd.read_some(buf);
         let outcome = monoio::select! {
             _ = broken => return,
             (res, b) = read => match res {
                 Ok(0) => Err("closed by the worker".to_owned()),
-                Ok(_) => Ok(b.into_inner()),
+                Ok(_) => Ok(b),
                 Err(e) => Err(e.to_string()),
             },
         };

@@ -4,7 +4,9 @@
 //!   first in, first out ([`client::WorkerConns`]), and the one call that sends a request
 //!   and registers its call-back ([`client::RequestPlane::generate`]);
 //! * [`callback`]: the shard's response-stream listener, where workers call back, and the
-//!   per-request [`callback::ResponseStream`] (`kill` on drop).
+//!   per-request [`callback::ResponseStream`] (`kill` on drop);
+//! * `stream`: the byte streams both run on, plain TCP or TLS over it (the request plane's
+//!   TLS, docs/dynamo/request-plane-tls.md), behind two small traits.
 //!
 //! Runs on a shard thread, on its monoio runtime: `Rc`, `RefCell`, no locks, no `Send`.
 //! The bytes on these sockets are [`crate::plane`]'s codecs; what a request means is
@@ -12,3 +14,4 @@
 
 pub mod callback;
 pub mod client;
+mod stream;

@@ -20,7 +20,11 @@
 //! `$DYN_FILE_KV`, else `dynamo_store_kv` in the temp directory (`$TMPDIR`, else `/tmp`), as
 //! for Dynamo's workers and frontend; etcd is reached at `$ETCD_ENDPOINTS` (else
 //! `http://localhost:2379`). The listen host defaults to `$DYN_TCP_RPC_HOST` (else
-//! 127.0.0.1). The worker stays up until SIGTERM/SIGINT, then removes its records.
+//! 127.0.0.1). The request plane's TLS comes from `DYN_TCP_TLS_*`, as for a real worker
+//! (docs/dynamo/request-plane-tls.md): `_CERT_PATH` + `_KEY_PATH` make its listener TLS
+//! (`_CLIENT_CA_CERT_PATH` requires client certificates), `_CA_CERT_PATH` (or `_INSECURE`),
+//! `_CLIENT_CERT_PATH` + `_CLIENT_KEY_PATH` and `_SERVER_NAME` make its call-backs TLS. The
+//! worker stays up until SIGTERM/SIGINT, then removes its records.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -128,6 +132,8 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Mo
         // Dynamo names a model after its path unless told otherwise.
         cfg.model_name = model_name.unwrap_or_else(|| dir.display().to_string());
     }
+    let tls = crate::tls::plane::PlaneTlsFiles::from_env(env);
+    cfg.tls = crate::tls::plane::PlaneTls::build(&tls, crate::tls::plane::PlaneRole::Worker)?;
     if let Some(host) = env("DYN_TCP_RPC_HOST") {
         let ip = host.parse().map_err(|_| format!("DYN_TCP_RPC_HOST: {host} is not an IP address"))?;
         cfg.listen = std::net::SocketAddr::new(ip, 0);

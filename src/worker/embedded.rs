@@ -49,6 +49,9 @@ pub fn start(cfg: &Embedded) -> io::Result<Workers> {
             model_name: model.clone(),
             model_dir: Some(cfg.model_path.clone()),
             fast: cfg.fast,
+            // The frontend's own request-plane TLS, both roles swapped: the workers serve
+            // its certificate and dial back trusting its CA.
+            tls: crate::tls::plane::installed().clone(),
             ..MockConfig::default()
         })?;
         w.register_mem(&store)?;

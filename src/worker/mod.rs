@@ -86,6 +86,7 @@ mod register_etcd;
 mod register_mem;
 mod serve;
 pub mod tensor;
+mod tls;
 
 use std::collections::HashMap;
 use std::io;
@@ -129,6 +130,9 @@ impl MockInput {
 pub struct MockConfig {
     /// Delay before the first item (after the call-back connection is up).
     pub ttft: Duration,
+    /// Delay between acknowledging a request and dialing its call-back (a worker slow to
+    /// call back, for the frontend's call-back deadline).
+    pub callback_delay: Duration,
     /// Delay between items.
     pub itl: Duration,
     /// Natural output length in random mode (`max_tokens` may cut it).
@@ -174,12 +178,17 @@ pub struct MockConfig {
     pub reasoning_parser: Option<String>,
     /// Answer with the text the prompt scripts ([`echo`]); needs `model_dir`'s tokenizer.
     pub echo: Option<echo::EchoSplit>,
+    /// The request plane's TLS, as a real worker takes it from `DYN_TCP_TLS_*`: its listener
+    /// (certificate, key, client CA) and its call-backs (CA or insecure, client identity,
+    /// server name). Plain TCP by default.
+    pub tls: crate::tls::plane::PlaneTls,
 }
 
 impl Default for MockConfig {
     fn default() -> Self {
         MockConfig {
             ttft: Duration::from_millis(10),
+            callback_delay: Duration::ZERO,
             itl: Duration::from_millis(1),
             output_tokens: 16,
             script: None,
@@ -202,6 +211,7 @@ impl Default for MockConfig {
             tool_call_parser: None,
             reasoning_parser: None,
             echo: None,
+            tls: Default::default(),
         }
     }
 }

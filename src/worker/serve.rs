@@ -10,6 +10,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use bytes::BytesMut;
 use serde_json::{json, Value};
 
+use super::tls::Sock;
 use super::{Counters, MockInput, Shared};
 use crate::plane::{
     encode_ack, encode_complete_final, encode_control, encode_handshake, encode_item, encode_prologue, Ack, Annotated,
@@ -57,7 +58,19 @@ pub(crate) fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
 }
 
 /// Reads request frames, acks each in order before decoding its payload, starts its stream.
-fn conn_loop(mut conn: TcpStream, shared: &Arc<Shared>) {
+/// With request-plane TLS, the handshake comes first (a frontend that fails it is dropped).
+fn conn_loop(tcp: TcpStream, shared: &Arc<Shared>) {
+    let sock = match &shared.cfg.tls.acceptor {
+        None => Sock::plain(tcp),
+        Some(acceptor) => match Sock::accept(tcp, acceptor) {
+            Ok(s) => s,
+            Err(e) => {
+                crate::log::warn(&format!("mock worker: request-plane TLS handshake failed: {e}"));
+                return;
+            }
+        },
+    };
+    let mut conn = &sock;
     let decoder = RequestFrameDecoder::new(DEFAULT_MAX_MESSAGE_SIZE);
     let mut buf = BytesMut::with_capacity(64 * 1024);
     let mut chunk = vec![0u8; 64 * 1024];
@@ -285,7 +298,10 @@ enum End {
 }
 
 fn run_stream(shared: &Arc<Shared>, job: Job) {
-    let conn = match dial(&job.info.address) {
+    if !shared.cfg.callback_delay.is_zero() {
+        std::thread::sleep(shared.cfg.callback_delay);
+    }
+    let conn = match dial(shared, &job.info.address) {
         Ok(c) => c,
         Err(e) => {
             Counters::bump(&shared.counters.stream_errors);
@@ -295,7 +311,7 @@ fn run_stream(shared: &Arc<Shared>, job: Job) {
     };
     let flags = Arc::new(Flags::default());
     let reader = conn.try_clone().ok().and_then(|r| {
-        let _ = r.set_read_timeout(Some(READER_POLL));
+        let _ = r.tcp().set_read_timeout(Some(READER_POLL));
         let f = Arc::clone(&flags);
         let s = Arc::clone(shared);
         std::thread::Builder::new().name("mock-worker-ctl".into()).spawn(move || read_controls(r, &f, &s)).ok()
@@ -321,13 +337,17 @@ fn run_stream(shared: &Arc<Shared>, job: Job) {
     }
 }
 
-pub(crate) fn dial(address: &str) -> io::Result<TcpStream> {
+/// Dial a call-back `address`, over TLS when the worker's request plane has a dialer.
+pub(crate) fn dial(shared: &Shared, address: &str) -> io::Result<Sock> {
     let mut last = io::Error::new(io::ErrorKind::InvalidInput, format!("no address in {address:?}"));
     for a in address.to_socket_addrs()? {
         match TcpStream::connect_timeout(&a, Duration::from_secs(5)) {
             Ok(c) => {
                 let _ = c.set_nodelay(true);
-                return Ok(c);
+                return match &shared.cfg.tls.dialer {
+                    None => Ok(Sock::plain(c)),
+                    Some(dialer) => Sock::connect(c, dialer).map_err(|e| io::Error::new(e.kind(), format!("TLS: {e}"))),
+                };
             }
             Err(e) => last = e,
         }
@@ -337,7 +357,8 @@ pub(crate) fn dial(address: &str) -> io::Result<TcpStream> {
 
 /// Reads the frontend's control words until kill / EOF, or until the stream is done and the
 /// frontend's FIN did not come within [`FIN_WAIT`].
-fn read_controls(mut conn: TcpStream, flags: &Flags, shared: &Shared) {
+fn read_controls(sock: Sock, flags: &Flags, shared: &Shared) {
+    let mut conn = &sock;
     let decoder = TwoPartDecoder::default();
     let mut buf = BytesMut::with_capacity(256);
     let mut chunk = [0u8; 1024];
@@ -417,7 +438,7 @@ fn encode_err(e: crate::plane::PlaneError) -> io::Error {
     io::Error::other(e.to_string())
 }
 
-fn write_stream(shared: &Shared, job: &Job, mut conn: &TcpStream, flags: &Flags) -> io::Result<End> {
+fn write_stream(shared: &Shared, job: &Job, mut conn: &Sock, flags: &Flags) -> io::Result<End> {
     let cfg = &shared.cfg;
     let mut out = Vec::with_capacity(4096);
     let hs = CallHomeHandshake { subject: job.info.subject.clone(), stream_type: StreamType::Response };

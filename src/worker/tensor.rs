@@ -111,7 +111,8 @@ pub(crate) fn start(shared: &Arc<Shared>, info: TcpStreamInfo, codec: Codec, req
 
 /// Write the whole stream; false when the frontend went away (or the worker stops) first.
 fn write(shared: &Shared, info: &TcpStreamInfo, codec: Codec, answer: Answer) -> io::Result<bool> {
-    let mut conn = super::serve::dial(&info.address)?;
+    let sock = super::serve::dial(shared, &info.address)?;
+    let mut conn = &sock;
     let mut out = Vec::with_capacity(1024);
     let hs = CallHomeHandshake { subject: info.subject.clone(), stream_type: StreamType::Response };
     encode_handshake(&mut out, &hs).map_err(io::Error::other)?;

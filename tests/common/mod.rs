@@ -36,6 +36,27 @@ impl Drop for TempDir {
     }
 }
 
+/// Run a test body on an epoll monoio runtime, and on an io_uring one when the kernel lets
+/// one be built.
+pub fn on_both_drivers<F: std::future::Future<Output = ()>>(body: impl Fn() -> F) {
+    let mut epoll = monoio::RuntimeBuilder::<monoio::LegacyDriver>::new().enable_timer().build().unwrap();
+    epoll.block_on(body());
+    match monoio::RuntimeBuilder::<monoio::IoUringDriver>::new().enable_timer().build() {
+        Ok(mut uring) => uring.block_on(body()),
+        Err(e) => eprintln!("io_uring unavailable, epoll only: {e}"),
+    }
+}
+
+/// A small Tokens request for the mock worker's model (`max_tokens` as given).
+pub fn mock_request(max_tokens: Option<u32>) -> switchyard::plane::PreprocessedRequest {
+    switchyard::plane::PreprocessedRequest {
+        model: "mock-model".into(),
+        token_ids: vec![1, 2, 3],
+        stop_conditions: switchyard::plane::StopConditions { max_tokens, ..Default::default() },
+        ..Default::default()
+    }
+}
+
 /// A port on 127.0.0.1 that was free a moment ago.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port()

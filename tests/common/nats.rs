@@ -12,12 +12,26 @@ use super::free_port;
 pub struct NatsServer {
     child: Option<Child>,
     port: u16,
+    /// Extra arguments (TLS).
+    extra: Vec<String>,
 }
 
 impl NatsServer {
     /// Starts the server and waits until it greets. Fails the test when the binary is missing.
     pub fn start() -> NatsServer {
-        let mut server = NatsServer { child: None, port: free_port() };
+        let mut server = NatsServer { child: None, port: free_port(), extra: Vec::new() };
+        server.spawn();
+        server
+    }
+
+    /// A server that requires TLS on its client port: certificate `cert`/`key` (PEM files),
+    /// and with `client_ca` a client certificate signed by that CA (`--tlsverify`).
+    pub fn start_tls(cert: &str, key: &str, client_ca: Option<&str>) -> NatsServer {
+        let mut extra: Vec<String> = ["--tls", "--tlscert", cert, "--tlskey", key].map(String::from).to_vec();
+        if let Some(ca) = client_ca {
+            extra.extend(["--tlsverify", "--tlscacert", ca].map(String::from));
+        }
+        let mut server = NatsServer { child: None, port: free_port(), extra };
         server.spawn();
         server
     }
@@ -48,6 +62,7 @@ impl NatsServer {
     fn spawn(&mut self) {
         let child = Command::new("nats-server")
             .args(["-a", "127.0.0.1", "-p", &self.port.to_string()])
+            .args(&self.extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -62,13 +77,26 @@ impl NatsServer {
         };
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(20);
-        while Publisher::connect(self.port).is_err() {
+        while !self.greets() {
             if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
                 panic!("nats-server exited ({status}) before it was ready on port {}", self.port);
             }
             assert!(Instant::now() < deadline, "nats-server not ready on port {} after 20 s", self.port);
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+}
+
+impl NatsServer {
+    /// A plain server takes a publisher; a TLS one at least says `INFO`.
+    fn greets(&self) -> bool {
+        if self.extra.is_empty() {
+            return Publisher::connect(self.port).is_ok();
+        }
+        let Ok(s) = TcpStream::connect(("127.0.0.1", self.port)) else { return false };
+        let _ = s.set_read_timeout(Some(Duration::from_secs(1)));
+        let mut line = String::new();
+        BufReader::new(s).read_line(&mut line).is_ok() && line.starts_with("INFO ")
     }
 }
 
@@ -139,4 +167,25 @@ impl Publisher {
             }
         }
     }
+}
+
+/// Waits up to `ms` for the subscriber's socket to become readable.
+pub fn wait_readable(sub: &switchyard::ingest::nats::Sub, ms: i32) {
+    let mut fd = libc::pollfd { fd: std::os::fd::AsRawFd::as_raw_fd(sub.stream()), events: libc::POLLIN, revents: 0 };
+    // SAFETY: `fd` is one valid, initialised pollfd that outlives the call; nfds is 1.
+    unsafe { libc::poll(&mut fd, 1, ms) };
+}
+
+/// Polls and drains until `n` messages arrived (5 s at most).
+pub fn collect(sub: &mut switchyard::ingest::nats::Sub, n: usize) -> Vec<switchyard::ingest::nats::NatsMsg> {
+    let mut got = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    sub.drain(&mut got).unwrap();
+    while got.len() < n {
+        assert!(Instant::now() < deadline, "{} of {n} messages after 5 s", got.len());
+        wait_readable(sub, 100);
+        sub.drain(&mut got).unwrap();
+    }
+    assert_eq!(got.len(), n, "more messages than expected: {:?}", &got[n..]);
+    got
 }

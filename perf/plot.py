@@ -1,4 +1,4 @@
-"""Tables and plots of one `perf/side_by_side.sh` run.
+"""Tables and plots of one `perf/side_by_side.sh` run, or the plot of one `perf/soak.sh` run.
 
 Reads OUT/points.jsonl (one JSON object per measured point, start or callgrind count) and
 OUT/w3.log (the KV ratios), writes OUT/tables.md and, for each of W1, W2 and W4,
@@ -6,8 +6,15 @@ OUT/ttft_<workload>.png: TTFT p50 and p99 against offered load, both frontends o
 chart (log-scaled axes). W4's table also names, per frontend, the lowest offered rate at
 which TTFT p50 reached twice its value at the lowest rate.
 
-Usage: python perf/plot.py OUT     (needs matplotlib for the plots; tables are written anyway)
+With --soak, reads OUT/rss.csv (perf/soak.sh: time, phase, VmRSS, VmHWM, anonymous memory,
+open descriptors) and writes OUT/soak_rss.png: resident and anonymous memory against time,
+the load phase shaded (its warm-up darker), idle + 10 % and the 100 MB budget marked, the
+open descriptors on the right axis.
+
+Usage: python perf/plot.py OUT          (needs matplotlib for the plots; tables are written anyway)
+       python perf/plot.py --soak OUT   (needs matplotlib)
 """
+import csv
 import json
 import re
 import statistics
@@ -134,5 +141,46 @@ def main(out: Path) -> int:
     return 0
 
 
+def soak(out: Path) -> int:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    rows = list(csv.DictReader(open(out / "rss.csv")))
+    t = [float(r["t_s"]) / 60 for r in rows]
+    mb = lambda k: [int(r[k]) / 1024 for r in rows]
+    idle = statistics.median(int(r["rss_kb"]) / 1024 for r in rows if r["phase"] == "idle")
+    load = [float(r["t_s"]) / 60 for r in rows if r["phase"] == "load"]
+    summary = (out / "summary.md").read_text() if (out / "summary.md").exists() else ""
+    warm = re.search(r"warm-up ([0-9.]+) s", summary)
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    if load:
+        ax.axvspan(load[0], load[-1], color="tab:orange", alpha=0.08, label="load (mixed, open loop)")
+        if warm:
+            ax.axvspan(load[0], load[0] + float(warm.group(1)) / 60, color="tab:orange", alpha=0.12,
+                       label="warm-up")
+    ax.plot(t, mb("rss_kb"), "-", color="tab:blue", label="RSS (VmRSS)")
+    ax.plot(t, mb("anon_kb"), "--", color="tab:blue", alpha=0.6, label="anonymous")
+    ax.plot(t, mb("hwm_kb"), "-", color="tab:gray", alpha=0.6, linewidth=1, label="peak so far (VmHWM, start included)")
+    ax.axhline(idle * 1.1, color="tab:green", linestyle=":", label="idle + 10 %")
+    ax.axhline(100, color="tab:red", linestyle="--", linewidth=1, label="budget, 100 MB")
+    ax.set_ylim(0, 110)
+    if rows and "fds" in rows[0]:
+        ax2 = ax.twinx()
+        ax2.plot(t, [int(r["fds"]) for r in rows], "-", color="tab:purple", alpha=0.35, linewidth=1)
+        ax2.set_ylabel("open descriptors (connections)", color="tab:purple", fontsize=8)
+        ax2.set_ylim(bottom=0)
+    ax.set_xlabel("minutes")
+    ax.set_ylabel("MB")
+    ax.set_title("switchyard (1 shard) memory under a steady mixed load", fontsize=9)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(out / "soak_rss.png", dpi=110)
+    plt.close(fig)
+    return 0
+
+
 if __name__ == "__main__":
+    if sys.argv[1] == "--soak":
+        sys.exit(soak(Path(sys.argv[2])))
     sys.exit(main(Path(sys.argv[1])))

@@ -7,7 +7,7 @@
 //!
 //! Serving data per model ([`Serving`]): the parsed model files, one tokenizer instance *per
 //! shard* (shard `i` only ever touches `tokenizers[i]`, so no instance is shared between
-//! threads), and the workers that serve it. `model_input = Text` models need neither files nor
+//! shards; the tokenizer helper threads share shard 0's), and the workers that serve it. `model_input = Text` models need neither files nor
 //! tokenizer (the request is forwarded as sent); `model_input = Tensor` models carry their
 //! decoded `tensor_model_config` instead. Model files are read from the paths the card
 //! names, verified against their checksums — in shared storage, or downloaded from the
@@ -84,19 +84,10 @@ impl Builder {
             return Ok((f.clone(), t.clone()));
         }
         let started = std::time::Instant::now();
-        let files = Arc::new(ModelFiles::load_with(&at.dir, at.template.as_ref()).map_err(|e| e.to_string())?);
-        let toks = match self.tokenizers.get(&at.dir) {
-            Some(t) => {
-                // The directory's tokenizers exist already (another template): drop the
-                // instance loading built.
-                drop(files.tokenizer());
-                t.clone()
-            }
-            None => Arc::new((0..self.shards).map(|_| files.tokenizer()).collect::<Result<Vec<_>, _>>()?),
-        };
-        // Loading parses tens of megabytes of JSON; give what it freed back to the system
-        // rather than keep it in this thread's heap for the process's life.
-        crate::util::release_free_memory();
+        // Loading parses tens of megabytes of JSON, and building a tokenizer takes about six
+        // times its file's size for a moment: freed memory goes back to the system at once
+        // meanwhile (it would add to the peak), and what is left free after, too.
+        let (files, toks) = crate::util::alloc::purging_at_once(|| self.build(at))?;
         let template = match &at.template {
             Some(t) => format!(", chat template {}", t.path.display()),
             None => String::new(),
@@ -109,6 +100,25 @@ impl Builder {
         ));
         self.files.insert(at.clone(), files.clone());
         self.tokenizers.insert(at.dir.clone(), toks.clone());
+        Ok((files, toks))
+    }
+
+    /// Read `at` and build its tokenizers (one per shard, the first shared with the helper
+    /// threads), or take the directory's tokenizers built for another template.
+    fn build(&self, at: &CardFiles) -> Result<(Arc<ModelFiles>, Arc<Vec<crate::tokenize::Tokenizer>>), String> {
+        let files = Arc::new(ModelFiles::load_with(&at.dir, at.template.as_ref()).map_err(|e| e.to_string())?);
+        let toks = match self.tokenizers.get(&at.dir) {
+            Some(t) => {
+                // The directory's tokenizers exist already (another template): drop the
+                // instance loading built.
+                drop(files.tokenizer());
+                t.clone()
+            }
+            None => Arc::new((0..self.shards).map(|_| files.tokenizer()).collect::<Result<Vec<_>, _>>()?),
+        };
+        if let Some(first) = toks.first() {
+            files.share_with_helpers(first);
+        }
         Ok((files, toks))
     }
 

@@ -4,8 +4,9 @@
 //! client, [`switchyard::bench`]).
 //!
 //! The main thread is the control thread: it blocks the termination signals before any shard
-//! starts (so every thread inherits the mask and only `sigwait` here sees them), starts the
-//! shards, then sleeps in `sigwait`. On a signal it asks every shard to drain and exits 0 once
+//! starts (so every thread inherits the mask and only `sigtimedwait` here sees them), starts
+//! the shards, then sleeps in `sigtimedwait`, waking once a second to hand memory the shards
+//! freed back to the system. On a signal it asks every shard to drain and exits 0 once
 //! they are done (each shard bounds its drain by `DYN_HTTP_GRACEFUL_SHUTDOWN_TIMEOUT_SECS`).
 
 use std::sync::Arc;
@@ -56,6 +57,8 @@ fn main() {
     }
 
     raise_open_files_limit();
+    // Before any thread starts: the allocator's arena stays on ordinary pages.
+    switchyard::util::alloc::without_huge_pages();
     // With HTTPS, SIGHUP reloads the certificate instead of ending the process.
     let signals = block_termination_signals(cfg.tls.is_some());
     let server = match switchyard::service::start(cfg.clone()) {
@@ -288,15 +291,19 @@ fn block_termination_signals(hup: bool) -> libc::sigset_t {
     }
 }
 
-/// Sleep until one of `set`'s signals arrives; returns its number.
+/// Sleep until one of `set`'s signals arrives; returns its number. Once a second meanwhile,
+/// memory the shards freed goes back to the system ([`switchyard::util::alloc::give_back_due`]):
+/// a shard that went quiet does not call into the allocator, which would otherwise keep it.
 fn wait_for(set: &libc::sigset_t) -> i32 {
+    let second = libc::timespec { tv_sec: 1, tv_nsec: 0 };
     loop {
-        let mut sig: libc::c_int = 0;
-        // SAFETY: `set` was initialised by block_termination_signals and `sig` is a valid
-        // out-pointer for the duration of the call.
-        let rc = unsafe { libc::sigwait(set, &mut sig) };
-        if rc == 0 {
+        // SAFETY: `set` was initialised by block_termination_signals; a null `siginfo` is
+        // allowed and `second` outlives the call.
+        let sig = unsafe { libc::sigtimedwait(set, std::ptr::null_mut(), &second) };
+        if sig > 0 {
             return sig;
         }
+        // EAGAIN: the second passed (EINTR: woken early); either way, a look at the allocator.
+        switchyard::util::alloc::give_back_due();
     }
 }

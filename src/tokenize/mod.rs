@@ -5,10 +5,12 @@
 //! * [`native`]: recognised templates written without the template engine where that is exact.
 //! * [`pyjson`]: Python's `json.dumps` / `repr` text forms that templates print.
 //! * [`tokenizer`]: one tokenizer instance per shard: encode prompts, decode ids.
+//! * [`canonical`]: older `tokenizer.json` formats rewritten for the reader, in little memory.
 //!
 //! Called by the request path on a shard (render → encode) and by the control side when a
 //! model appears (load). Depends on nothing of the HTTP or routing layers.
 
+pub mod canonical;
 pub mod detok;
 pub mod model;
 pub mod native;

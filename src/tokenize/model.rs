@@ -70,12 +70,17 @@ pub struct TemplateFile {
 #[derive(Debug)]
 pub struct ModelFiles {
     pub dir: PathBuf,
-    /// `tokenizer.json` in the canonical form the tokenizer reader takes.
-    /// Where further tokenizer instances are built from.
-    tokenizer_source: TokenizerSource,
+    /// Where further tokenizer instances are built from: `tokenizer.json`, read again from
+    /// disk (checked against the digest taken at load) rather than kept in memory, in its
+    /// own text or rewritten. It is often tens of megabytes, and instances are built rarely
+    /// (one per shard).
+    tokenizer_path: PathBuf,
+    tokenizer_digest: blake3::Hash,
     /// The instance built while loading, handed out by the first [`ModelFiles::tokenizer`]
     /// call (building one takes a large share of a second, and its memory is not small).
     spare: std::sync::Mutex<Option<Tokenizer>>,
+    /// The instance the tokenizer helper threads share ([`ModelFiles::helper_tokenizer`]).
+    helper: std::sync::OnceLock<Tokenizer>,
     /// Named chat templates (`default`, `tool_use`, …), compiled.
     pub templates: BTreeMap<String, Arc<ChatTemplate>>,
     /// Named special tokens (`bos_token`, `eos_token`, `unk_token`, `sep_token`, `pad_token`,
@@ -86,19 +91,6 @@ pub struct ModelFiles {
     pub eos_token_ids: Vec<u32>,
     /// Whether the tokenizer config asks for a BOS token at encode time.
     pub add_bos_token: bool,
-}
-
-/// The `tokenizer.json` further instances are built from. A canonical file is read again
-/// from disk (checked against the digest taken at load) rather than kept in memory: it is
-/// often tens of megabytes, and instances are built rarely (one per shard, one per helper).
-#[derive(Debug)]
-enum TokenizerSource {
-    File {
-        path: PathBuf,
-        digest: blake3::Hash,
-    },
-    /// An older format, rewritten at load: kept, since the rewrite is not on disk.
-    Canonical(String),
 }
 
 fn read_json(path: &Path) -> Result<Option<Value>, LoadError> {
@@ -155,12 +147,8 @@ impl ModelFiles {
         }
         let tok_path = dir.join("tokenizer.json");
         let raw = std::fs::read_to_string(&tok_path).map_err(|e| err(&tok_path, e.to_string()))?;
-        let (tokenizer, canonical) = Tokenizer::from_json_any(&raw).map_err(|e| err(&tok_path, e))?;
-        let tokenizer_source = match canonical {
-            Some(text) => TokenizerSource::Canonical(text),
-            None => TokenizerSource::File { path: tok_path.clone(), digest: blake3::hash(raw.as_bytes()) },
-        };
-        drop(raw);
+        let tokenizer_digest = blake3::hash(raw.as_bytes());
+        let tokenizer = Tokenizer::from_json_text(raw).map_err(|e| err(&tok_path, e))?;
         let config = read_json(&dir.join("config.json"))?;
         let tok_config = read_json(&dir.join("tokenizer_config.json"))?.unwrap_or(Value::Null);
         let gen_config = read_json(&dir.join("generation_config.json"))?;
@@ -189,8 +177,10 @@ impl ModelFiles {
             context_length: context_length(config.as_ref(), Some(&tok_config)),
             add_bos_token: tok_config.get("add_bos_token").and_then(Value::as_bool).unwrap_or(false),
             dir,
-            tokenizer_source,
+            tokenizer_path: tok_path,
+            tokenizer_digest,
             spare: std::sync::Mutex::new(Some(tokenizer)),
+            helper: std::sync::OnceLock::new(),
             templates,
             special_tokens,
             eos_token_ids,
@@ -273,15 +263,26 @@ impl ModelFiles {
         if let Some(t) = self.spare.lock().unwrap_or_else(|p| p.into_inner()).take() {
             return Ok(t);
         }
-        match &self.tokenizer_source {
-            TokenizerSource::Canonical(text) => Tokenizer::from_canonical_json(text),
-            TokenizerSource::File { path, digest } => {
-                let raw = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-                if blake3::hash(raw.as_bytes()) != *digest {
-                    return Err(format!("{}: changed on disk since the model was loaded", path.display()));
-                }
-                Tokenizer::from_json_any(&raw).map(|(t, _)| t)
-            }
+        let path = &self.tokenizer_path;
+        let raw = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        if blake3::hash(raw.as_bytes()) != self.tokenizer_digest {
+            return Err(format!("{}: changed on disk since the model was loaded", path.display()));
+        }
+        Tokenizer::from_json_text(raw)
+    }
+
+    /// Name `t` (a shard's instance, usually shard 0's) as the one the tokenizer helper
+    /// threads share. The first call wins.
+    pub fn share_with_helpers(&self, t: &Tokenizer) {
+        let _ = self.helper.set(t.clone());
+    }
+
+    /// The instance for a tokenizer helper thread: the shared one when there is one (no
+    /// second copy of the vocabulary, and no build while requests wait), else a new one.
+    pub fn helper_tokenizer(&self) -> Result<Tokenizer, String> {
+        match self.helper.get() {
+            Some(t) => Ok(t.clone()),
+            None => self.tokenizer(),
         }
     }
 

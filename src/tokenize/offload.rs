@@ -5,8 +5,10 @@
 //! encoded inline in well under that budget, while a 60 K-token prompt takes several
 //! milliseconds. Prompts longer than [`INLINE_MAX_BYTES`] therefore go to a helper thread
 //! owned by the shard: the shard sends the text over a channel and awaits the ids; its other
-//! tasks keep running meanwhile. The helper has its own tokenizer instance (instances are never
-//! shared between threads) and is not pinned, so the kernel can put it on any idle core.
+//! tasks keep running meanwhile. The helper is not pinned, so the kernel can put it on any idle
+//! core. It shares a shard's tokenizer instance ([`ModelFiles::helper_tokenizer`]) rather than
+//! building its own: a second copy of the vocabulary would cost as much memory as the shard's
+//! (~20 MB for Qwen3), and building it ~70 MB more for a moment, on the first long prompt.
 //!
 //! Splitting the text into pieces and yielding between them was the other option; it is not
 //! exact in general (a BPE merge or a pre-tokenizer rule may span the cut), so it was not used.
@@ -33,11 +35,11 @@ pub struct Offload {
 }
 
 impl Offload {
-    /// Start the helper with its own tokenizer built from `model`.
+    /// Start the helper with the tokenizer instance `model` gives helpers.
     pub fn start(model: Arc<ModelFiles>, name: String) -> std::io::Result<Offload> {
         let (tx, rx) = flume::unbounded::<Job>();
         let thread = std::thread::Builder::new().name(name).spawn(move || {
-            let tokenizer = match model.tokenizer() {
+            let tokenizer = match model.helper_tokenizer() {
                 Ok(t) => t,
                 Err(e) => {
                     for job in rx.iter() {

@@ -1,9 +1,11 @@
 //! One tokenizer instance: encode text to ids, decode ids to text.
 //!
 //! Wraps the `tokenizers` crate's read-only pipeline tokenizer. Its encode path keeps scratch
-//! buffers in a pool behind mutexes, so an instance must not be shared across shards: each
-//! shard builds its own from [`super::model::ModelFiles::tokenizer`], and the locks are then
-//! never contended.
+//! buffers in a pool behind mutexes, one sub-pool per thread, so an instance must not be
+//! shared across shards (their locks and lock words would meet): each shard builds its own
+//! from [`super::model::ModelFiles::tokenizer`]. A clone shares the instance (the pipelines
+//! are behind an `Arc`); the tokenizer helper threads use one that way
+//! ([`super::model::ModelFiles::helper_tokenizer`]), each thread then taking its own sub-pool.
 //!
 //! Prompts are encoded the way Dynamo's frontend does it after rendering the chat template:
 //! without the post-processor's special tokens (the template already wrote BOS where the
@@ -19,7 +21,10 @@
 
 use tokenizers::pipeline::{EncodeOptions, PipelineNormalizer, PipelineToken, PipelineTokenizer};
 
-/// A tokenizer instance.
+use super::canonical;
+
+/// A tokenizer instance. A clone is the same instance (see the module docs).
+#[derive(Clone)]
 pub struct Tokenizer {
     inner: PipelineTokenizer,
     /// The same tokenizer without its normalizer, for ASCII text (see the module docs).
@@ -37,26 +42,43 @@ impl std::fmt::Debug for Tokenizer {
 impl Tokenizer {
     /// Rewrite a `tokenizer.json` of any supported version into the canonical form.
     pub fn canonical_json(raw: &str) -> Result<String, String> {
-        // Already canonical files load as they are; older ones are converted first.
-        if tokenizers::from_json(raw).is_ok() {
+        if canonical::is_canonical(raw) {
             return Ok(raw.to_string());
         }
-        tokenizers::canonicalize_str(raw).map_err(|e| format!("cannot read tokenizer.json: {e}"))
+        canonical::rewrite(raw)
     }
 
-    /// Build from a `tokenizer.json` text of any supported version, building the pipeline
-    /// once: the canonical rewrite is returned only when the text was not canonical already.
-    pub fn from_json_any(raw: &str) -> Result<(Tokenizer, Option<String>), String> {
-        if let Ok(inner) = tokenizers::from_json(raw) {
-            return Ok((Self::wrap(inner, raw), None));
+    /// Build from a `tokenizer.json` text of any supported version. The text is taken rather
+    /// than borrowed so that it is freed as soon as nothing needs it: building a pipeline
+    /// takes about six times the file's size for a moment, on top of whatever else is alive
+    /// (`perf/RESULTS.md`, "Memory").
+    pub fn from_json_text(raw: String) -> Result<Tokenizer, String> {
+        // A file that says it is canonical is read as it is; one that then fails is converted
+        // as any older file would be (the conversion leaves a canonical file as it is).
+        if canonical::is_canonical(&raw) {
+            if let Ok(inner) = tokenizers::from_json(&raw) {
+                return Ok(Self::wrap(inner, raw));
+            }
         }
-        let canonical = tokenizers::canonicalize_str(raw).map_err(|e| format!("cannot read tokenizer.json: {e}"))?;
-        Ok((Self::from_canonical_json(&canonical)?, Some(canonical)))
+        let canonical = canonical::rewrite(&raw)?;
+        drop(raw);
+        Self::build(canonical)
+    }
+
+    /// Build from canonical JSON (see [`Tokenizer::canonical_json`]).
+    pub fn from_canonical_json(json: &str) -> Result<Tokenizer, String> {
+        Self::build(json.to_string())
+    }
+
+    fn build(json: String) -> Result<Tokenizer, String> {
+        let inner = tokenizers::from_json(&json).map_err(|e| format!("cannot build the tokenizer: {e}"))?;
+        Ok(Self::wrap(inner, json))
     }
 
     /// `inner` was built from the canonical `json`. The built pipeline says whether its
-    /// normalizer is one to skip for ASCII; only then is `json` read again.
-    fn wrap(inner: PipelineTokenizer, json: &str) -> Tokenizer {
+    /// normalizer is one to skip for ASCII; only then is `json` read again. `json` is freed
+    /// before the second pipeline is built, so that only its own text is alive then.
+    fn wrap(inner: PipelineTokenizer, json: String) -> Tokenizer {
         let normal_forms_only = !inner.get_normalizers().is_empty()
             && inner.get_normalizers().iter().all(|n| {
                 matches!(
@@ -67,15 +89,10 @@ impl Tokenizer {
                         | PipelineNormalizer::NFKD(_)
                 )
             });
-        let ascii =
-            normal_forms_only.then(|| without_normalizer(json)).flatten().and_then(|j| tokenizers::from_json(&j).ok());
+        let plain = normal_forms_only.then(|| without_normalizer(&json)).flatten();
+        drop(json);
+        let ascii = plain.and_then(|j| tokenizers::from_json(&j).ok());
         Tokenizer { inner, ascii, plain: EncodeOptions::no_specials(), with_specials: EncodeOptions::default() }
-    }
-
-    /// Build from canonical JSON (see [`Tokenizer::canonical_json`]).
-    pub fn from_canonical_json(json: &str) -> Result<Tokenizer, String> {
-        let inner = tokenizers::from_json(json).map_err(|e| format!("cannot build the tokenizer: {e}"))?;
-        Ok(Self::wrap(inner, json))
     }
 
     /// Whether ASCII text skips the normalizer (see the module docs).
@@ -85,8 +102,7 @@ impl Tokenizer {
 
     /// Build from a `tokenizer.json` file of any supported version.
     pub fn from_file(path: impl AsRef<std::path::Path>) -> Result<Tokenizer, String> {
-        let raw = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
-        Self::from_canonical_json(&Self::canonical_json(&raw)?)
+        Self::from_json_text(std::fs::read_to_string(path).map_err(|e| e.to_string())?)
     }
 
     /// Append the ids of `text` to `out`. With `add_special_tokens` the post-processor's
@@ -140,10 +156,12 @@ impl Tokenizer {
     }
 }
 
-/// `json` (a canonical `tokenizer.json`) with `"normalizer": null`.
+/// `json` (a canonical `tokenizer.json`) with `"normalizer": null`. The other members are
+/// borrowed from `json`, not copied, until the new text is written.
 fn without_normalizer(json: &str) -> Option<String> {
     use serde_json::value::RawValue;
-    let mut top: indexmap::IndexMap<String, Box<RawValue>> = serde_json::from_str(json).ok()?;
-    top.insert("normalizer".into(), RawValue::from_string("null".into()).ok()?);
+    let null = RawValue::from_string("null".into()).ok()?;
+    let mut top: indexmap::IndexMap<String, &RawValue> = serde_json::from_str(json).ok()?;
+    top.insert("normalizer".into(), &null);
     serde_json::to_string(&top).ok()
 }

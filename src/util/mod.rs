@@ -1,6 +1,8 @@
 //! Small helpers shared by more than one module (no I/O, no state): hex, JSON strings, a
-//! fast hasher for shard-local maps, UUIDs and random ids, HTTP dates ([`date`]).
+//! fast hasher for shard-local maps, UUIDs and random ids, HTTP dates ([`date`]); the
+//! allocator's few settings ([`alloc`]).
 
+pub mod alloc;
 pub mod date;
 
 /// The value of one ASCII hex digit (either case).
@@ -92,23 +94,6 @@ impl std::hash::Hasher for FastHasher {
 
 /// A `HashMap` hashed with [`FastHasher`].
 pub type FastMap<K, V> = std::collections::HashMap<K, V, std::hash::BuildHasherDefault<FastHasher>>;
-
-// Links mimalloc's C library into every binary built on this crate (tests included, where it
-// is not the global allocator), so the declaration below always resolves.
-extern crate mimalloc;
-
-extern "C" {
-    /// mimalloc's `mi_collect` (the global allocator is mimalloc, linked through the
-    /// `mimalloc` crate, which does not re-export it).
-    fn mi_collect(force: bool);
-}
-
-/// Hand memory the allocator holds free back to the system (after a large, short-lived
-/// allocation such as parsing a model's files). Not for the hot path: it walks the heap.
-pub fn release_free_memory() {
-    // SAFETY: `mi_collect` takes no pointers; it only releases the allocator's own free pages.
-    unsafe { mi_collect(true) };
-}
 
 /// The 128 bits of a hyphenated UUID (`8-4-4-4-12` hex digits, either case).
 pub fn parse_uuid(s: &str) -> Option<u128> {

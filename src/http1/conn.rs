@@ -97,7 +97,10 @@ pub async fn serve<S: Service, C: Io>(
         // Answer everything that is already buffered.
         let mut close = false;
         loop {
-            match asm.next(&mut buf) {
+            // One request off the buffer, its answer's future made and boxed in this one
+            // statement: the request and the step it came in are gone before any await, so
+            // they take no room in the connection's future.
+            let (call, head_only, keep_alive) = match asm.next(&mut buf) {
                 Ok(Step::Ready(mut req)) => {
                     started = None;
                     if inflight.is_none() {
@@ -107,45 +110,7 @@ pub async fn serve<S: Service, C: Io>(
                     req.arrived_draining = arrived_draining;
                     let head_only = req.head.method == Method::Head;
                     let keep_alive = req.head.keep_alive;
-                    // The client may leave while its answer is made: dropping the call cancels
-                    // the request (its worker is told to stop).
-                    let mut resp = monoio::select! {
-                        // Boxed: the answer's state lives on the heap while it is made, so the
-                        // connection's own future (all an idle connection holds) stays small.
-                        r = Box::pin(svc.call(req)) => r,
-                        stop = watch::until_stop(&stream, gate) => match stop {
-                            Stop::PeerGone => return,
-                            Stop::ShuttingDown => Response::error(&Error::shutting_down()),
-                        },
-                    };
-                    close = !keep_alive || resp.close || gate.is_closed();
-                    if let Some(chunks) = resp.take_stream() {
-                        write_head(&mut out, &resp, close, true, date);
-                        if head_only {
-                            out.extend_from_slice(LAST_CHUNK);
-                        } else {
-                            let sent;
-                            (sent, out) = Box::pin(stream_body(&mut stream, out, chunks, resp.cut, gate)).await;
-                            if !sent {
-                                // The client went away mid-stream; dropping the receiver told the
-                                // producer.
-                                return;
-                            }
-                        }
-                    } else {
-                        write_response(&mut out, &resp, head_only, close, date);
-                    }
-                    if close {
-                        break;
-                    }
-                    if out.len() >= FLUSH_AT {
-                        let (res, o) = stream.write_all(out).await;
-                        out = o;
-                        out.clear();
-                        if res.is_err() {
-                            return;
-                        }
-                    }
+                    (Box::pin(svc.call(req)), head_only, keep_alive)
                 }
                 Ok(Step::NeedMore { send_continue, mid_request }) => {
                     if send_continue {
@@ -170,6 +135,50 @@ pub async fn serve<S: Service, C: Io>(
                     close = true;
                     break;
                 }
+            };
+            // The client may leave while its answer is made: dropping the call cancels
+            // the request (its worker is told to stop).
+            let mut resp = monoio::select! {
+                // The watch is boxed, as the call and every other wait an idle connection
+                // is not in: their state lives on the heap while they run, so the
+                // connection's own future (all an idle connection holds) stays small
+                // (a timer alone is 640 bytes).
+                r = call => r,
+                stop = Box::pin(watch::until_stop(&stream, gate)) => match stop {
+                    Stop::PeerGone => return,
+                    Stop::ShuttingDown => Response::error(&Error::shutting_down()),
+                },
+            };
+            close = !keep_alive || resp.close || gate.is_closed();
+            if let Some(chunks) = resp.take_stream() {
+                write_head(&mut out, &resp, close, true, date);
+                if head_only {
+                    out.extend_from_slice(LAST_CHUNK);
+                } else {
+                    let sent;
+                    // Its own statement: a temporary of the awaiting one would stay in
+                    // this future's layout.
+                    let body = Box::pin(stream_body(&mut stream, out, chunks, resp.cut, gate));
+                    (sent, out) = body.await;
+                    if !sent {
+                        // The client went away mid-stream; dropping the receiver told the
+                        // producer.
+                        return;
+                    }
+                }
+            } else {
+                write_response(&mut out, &resp, head_only, close, date);
+            }
+            if close {
+                break;
+            }
+            if out.len() >= FLUSH_AT {
+                let (res, o) = stream.write_all(out).await;
+                out = o;
+                out.clear();
+                if res.is_err() {
+                    return;
+                }
             }
         }
         if !out.is_empty() {
@@ -182,7 +191,8 @@ pub async fn serve<S: Service, C: Io>(
         }
         if close {
             drop(inflight);
-            linger_close(stream, cfg.linger).await;
+            let close = Box::pin(linger_close(stream, cfg.linger));
+            close.await;
             return;
         }
 
@@ -214,7 +224,8 @@ pub async fn serve<S: Service, C: Io>(
         if buf.capacity() - buf.len() < READ_CHUNK / 4 {
             buf.reserve(READ_CHUNK);
         }
-        let (outcome, b) = read_some(&mut stream, buf, wait, gate).await;
+        let read = Box::pin(read_some(&mut stream, buf, wait, gate));
+        let (outcome, b) = read.await;
         match outcome {
             ReadOutcome::Data => buf = b.expect("buffer returns with data"),
             ReadOutcome::Eof | ReadOutcome::Failed => return,
@@ -225,7 +236,8 @@ pub async fn serve<S: Service, C: Io>(
                     let e = Error::new(Kind::RequestTimeout, "request header not received in time");
                     write_response(&mut out, &Response::error(&e), false, true, date);
                     let (_, _) = stream.write_all(out).await;
-                    linger_close(stream, cfg.linger).await;
+                    let close = Box::pin(linger_close(stream, cfg.linger));
+                    close.await;
                 }
                 return;
             }

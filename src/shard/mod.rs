@@ -448,7 +448,8 @@ async fn connection<S: Service + crate::h2::Handler>(
     ctx.metrics.connection_opened();
     let _ = stream.set_nodelay(true);
     if let Some(config) = tls {
-        Box::pin(tls::serve(stream, config, &ctx, service)).await;
+        let serve = Box::pin(tls::serve(stream, config, &ctx, service));
+        serve.await;
         ctx.metrics.connection_closed();
         return;
     }
@@ -456,9 +457,17 @@ async fn connection<S: Service + crate::h2::Handler>(
     // spawning a future moves it by value, so this one stays small and the big one is
     // written to the heap once instead of copied on every move (~30 K instructions per
     // accepted connection).
-    match crate::h2::detect(&mut stream, ctx.conn.idle_timeout, &ctx.gate).await {
+    //
+    // Each boxed future is made in a statement of its own: a temporary in the statement
+    // that awaits stays in this future's layout (rustc keeps its room until the statement
+    // ends, after the await), which made this future — all an idle connection holds — as
+    // large as the protocol loop it had boxed. Detection is boxed too: it waits with a timer
+    // (~0.5 KB, cache-line aligned).
+    let detect = Box::pin(crate::h2::detect(&mut stream, ctx.conn.idle_timeout, &ctx.gate));
+    match detect.await {
         Detected::Http1(read) => {
-            Box::pin(conn::serve(stream, read, &*service, &ctx.conn, &ctx.gate, &ctx.date, &ctx.metrics)).await;
+            let serve = Box::pin(conn::serve(stream, read, &*service, &ctx.conn, &ctx.gate, &ctx.date, &ctx.metrics));
+            serve.await;
         }
         Detected::H2(read) => {
             let settings = ctx.shared.config.h2;
@@ -466,13 +475,24 @@ async fn connection<S: Service + crate::h2::Handler>(
                 crate::h2::conn::Timeouts { handshake: ctx.conn.header_timeout, idle: ctx.conn.idle_timeout };
             match monoio::io::IntoPollIo::into_poll_io(stream) {
                 Ok(io) => {
-                    Box::pin(crate::h2::conn::serve(io, read, service, &settings, timeouts, &ctx.gate, &ctx.metrics))
-                        .await
+                    let serve = Box::pin(crate::h2::conn::serve(
+                        io,
+                        read,
+                        service,
+                        &settings,
+                        timeouts,
+                        &ctx.gate,
+                        &ctx.metrics,
+                    ));
+                    serve.await
                 }
                 Err(e) => crate::log::warn(&format!("h2: cannot switch the connection to poll I/O: {e}")),
             }
         }
-        Detected::BadPreface => crate::h2::refuse(stream).await,
+        Detected::BadPreface => {
+            let refuse = Box::pin(crate::h2::refuse(stream));
+            refuse.await
+        }
         Detected::Closed => {}
     }
     ctx.metrics.connection_closed();

@@ -85,31 +85,27 @@ fn connections_beyond_the_shard_limit_are_closed_at_once() {
     }
     // Once one goes, a new one is taken (and the scrape itself needs one).
     held.pop();
-    let t0 = Instant::now();
-    loop {
-        let mut c = TcpStream::connect(addr).unwrap();
-        c.write_all(GET_LIVE).unwrap();
-        if !read_to_close_or_answer(&mut c).is_empty() {
-            break;
-        }
-        assert!(t0.elapsed() < Duration::from_secs(5), "no connection taken after one closed");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_a_slot(addr, "one closed");
     held.pop();
     // The scrape needs a free slot too: wait until the server has seen the last close.
-    let t0 = Instant::now();
-    loop {
-        let mut c = TcpStream::connect(addr).unwrap();
-        c.write_all(GET_LIVE).unwrap();
-        if !read_to_close_or_answer(&mut c).is_empty() {
-            break;
-        }
-        assert!(t0.elapsed() < Duration::from_secs(5), "no connection taken after the last close");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_a_slot(addr, "the last close");
     std::thread::sleep(Duration::from_millis(100));
     assert!(limit_hits(addr, "connections_per_shard") >= 1);
     server.shutdown();
+}
+
+/// Until a new connection is answered (the server has seen a held one close), for up to 5 s.
+fn wait_for_a_slot(addr: SocketAddr, after: &str) {
+    let t0 = Instant::now();
+    loop {
+        let mut c = TcpStream::connect(addr).unwrap();
+        c.write_all(GET_LIVE).unwrap();
+        if !read_to_close_or_answer(&mut c).is_empty() {
+            return;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(5), "no connection taken after {after}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// The first bytes of an answer, or nothing if the server closed first.

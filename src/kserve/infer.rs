@@ -250,7 +250,7 @@ pub struct Piece {
 /// Start a request on the driver: its body is the completions request Dynamo's KServe
 /// frontend builds, validated as `/v1/completions` validates it (a refusal is counted as
 /// that endpoint counts it); its tokens are charged to `key`.
-pub async fn start(ctx: &Rc<ShardCtx>, r: &TextRequest, key: super::Key) -> Result<Pieces, Error> {
+pub async fn start(ctx: &Rc<ShardCtx>, r: &TextRequest, key: crate::infer::ApiKey) -> Result<Pieces, Error> {
     let parsed = crate::openai::parse_completion(&r.body).and_then(|c| to_infer::completion(c, &r.body));
     let mut req = match parsed {
         Ok((req, _)) => req,

@@ -39,17 +39,15 @@ use h2::RecvStream;
 
 use crate::error::{Error, Kind};
 use crate::h2::body;
+use crate::infer::ApiKey;
 use crate::shard::ShardCtx;
 use grpc::{decode, frame, Decoder, Encoding};
 
 /// The path prefix of the service's methods.
 pub const SERVICE: &str = "/inference.GRPCInferenceService/";
 
-/// The API key an inference call was admitted with.
-pub type Key = crate::infer::ApiKey;
-
 /// Serve one gRPC call, admitted with `key`.
-pub async fn serve(ctx: &Rc<ShardCtx>, req: http::Request<RecvStream>, mut respond: SendResponse<Bytes>, key: Key) {
+pub async fn serve(ctx: &Rc<ShardCtx>, req: http::Request<RecvStream>, mut respond: SendResponse<Bytes>, key: ApiKey) {
     let (parts, mut recv) = req.into_parts();
     if !ctx.shared.config.kserve_grpc {
         let e = Error::new(Kind::NotImplemented, "the KServe gRPC service is off (start with --kserve-grpc-server)");
@@ -127,7 +125,7 @@ async fn read_one(recv: &mut RecvStream, call: &Call) -> Result<Bytes, Option<Er
 }
 
 /// Decode the request of a unary method, answer it, frame the reply.
-async fn unary(ctx: &Rc<ShardCtx>, method: &str, msg: Bytes, key: Key) -> Result<Bytes, Error> {
+async fn unary(ctx: &Rc<ShardCtx>, method: &str, msg: Bytes, key: ApiKey) -> Result<Bytes, Error> {
     let registry = ctx.registry();
     match method {
         "ServerLive" => decode::<pb::ServerLiveRequest>(msg).map(|_| frame(&pb::ServerLiveResponse { live: true })),
@@ -147,7 +145,7 @@ async fn unary(ctx: &Rc<ShardCtx>, method: &str, msg: Bytes, key: Key) -> Result
 async fn model_infer(
     ctx: &Rc<ShardCtx>,
     req: pb::ModelInferRequest,
-    key: Key,
+    key: ApiKey,
 ) -> Result<pb::ModelInferResponse, Error> {
     meta::known(&ctx.registry(), &req.model_name, &req.model_version)?;
     if tensor::is_tensor(ctx, &req.model_name) {

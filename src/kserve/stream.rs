@@ -44,7 +44,13 @@ use crate::shard::{local, ShardCtx};
 pub const MAX_IN_FLIGHT: usize = 256;
 
 /// Serve one `ModelStreamInfer` call.
-pub async fn serve(ctx: &Rc<ShardCtx>, recv: RecvStream, respond: SendResponse<Bytes>, call: Call, key: super::Key) {
+pub async fn serve(
+    ctx: &Rc<ShardCtx>,
+    recv: RecvStream,
+    respond: SendResponse<Bytes>,
+    call: Call,
+    key: crate::infer::ApiKey,
+) {
     let Some(mut out) = Replies::start(respond) else { return };
     let (tx, mut rx) = local::channel::<ModelStreamInferResponse>();
     let ending: Rc<RefCell<Option<Error>>> = Rc::default();
@@ -88,7 +94,7 @@ async fn read_requests(
     ctx: Rc<ShardCtx>,
     mut recv: RecvStream,
     call: Call,
-    key: super::Key,
+    key: crate::infer::ApiKey,
     tx: local::Sender<ModelStreamInferResponse>,
     ending: Rc<RefCell<Option<Error>>>,
 ) {
@@ -161,7 +167,7 @@ fn reply(r: &TextRequest, piece: Option<&infer::Piece>, last: bool) -> ModelStre
 
 /// Answer one request message, handing the responses to the writer. Returns when the request
 /// is answered or the client is gone (dropping the worker stream then cancels it).
-async fn one(ctx: Rc<ShardCtx>, msg: Bytes, tx: local::Sender<ModelStreamInferResponse>, key: super::Key) {
+async fn one(ctx: Rc<ShardCtx>, msg: Bytes, tx: local::Sender<ModelStreamInferResponse>, key: crate::infer::ApiKey) {
     let req = match decode::<ModelInferRequest>(msg)
         .and_then(|req| super::meta::known(&ctx.registry(), &req.model_name, &req.model_version).map(|()| req))
     {

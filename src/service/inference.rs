@@ -52,7 +52,7 @@ pub async fn input_tokens(ctx: &Rc<ShardCtx>, req: &Request) -> Response {
 }
 
 /// The API key a request was admitted with (`--api-keys-file`).
-pub type Key = Option<std::sync::Arc<crate::auth::Key>>;
+pub type Key = crate::infer::ApiKey;
 
 /// Who sent `req`: the session its headers name (when session affinity is on) and its `key`.
 pub fn caller(ctx: &ShardCtx, req: &Request, key: Key) -> crate::infer::Caller {

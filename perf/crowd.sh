@@ -79,40 +79,10 @@ echo "== probe alone ($PROBES streamed chats, one at a time)" >&2
 bench "$WORK/unloaded.json" --concurrency 1 --requests "$PROBES" --input-tokens 128 --output-tokens 2 --warmup 5
 read -r u50 u99 <<<"$(ttft "$WORK/unloaded.json")"
 
-cat >"$WORK/holder.py" <<'PYEOF'
-import socket, sys
-port, n = int(sys.argv[1]), int(sys.argv[2])
-req = b"GET /live HTTP/1.1\r\nHost: x\r\n\r\n"
-socks = []
-for i in range(0, n, 500):
-    batch = [socket.create_connection(("127.0.0.1", port)) for _ in range(min(500, n - i))]
-    for s in batch:
-        s.sendall(req)
-    for s in batch:
-        data = b""
-        while b"\r\n\r\n" not in data:
-            chunk = s.recv(4096)
-            if not chunk:
-                sys.exit("connection closed before the answer")
-            data += chunk
-    socks += batch
-print("open", len(socks), flush=True)
-sys.stdin.readline()
-closed = 0
-for s in socks:
-    s.setblocking(False)
-    try:
-        if s.recv(1) == b"":
-            closed += 1
-    except BlockingIOError:
-        pass
-    s.close()
-print("closed-by-server", closed, flush=True)
-PYEOF
 sleep "$SETTLE"
 rss0=$(kb "$SY" VmRSS)
 echo "== $IDLE idle connections" >&2
-coproc HOLD { taskset -c 1 python3 "$WORK/holder.py" "$PORT" "$IDLE"; }
+coproc HOLD { taskset -c 1 python3 perf/hold_conns.py "$PORT" "$IDLE" used; }
 PIDS+=("$HOLD_PID")
 read -r line <&"${HOLD[0]}"
 [ "$line" = "open $IDLE" ] || { echo "FAIL: holder: $line" >&2; exit 1; }
@@ -135,7 +105,7 @@ fi
 rss_held=$(kb "$SY" VmRSS)
 echo close >&"${HOLD[1]}"
 read -r line <&"${HOLD[0]}"
-closed=${line#closed-by-server }
+closed=${line#closed }
 sleep "$SETTLE"
 rss2=$(kb "$SY" VmRSS)
 hwm=$(kb "$SY" VmHWM)

@@ -41,31 +41,6 @@ trap cleanup EXIT
 kb() { awk -v k="$2:" '$1 == k {print $2}' "/proc/$1/${3:-status}"; }
 tcp_pages() { awk '$1 == "TCP:" {for (i = 2; i < NF; i++) if ($i == "mem") print $(i + 1)}' /proc/net/sockstat; }
 
-cat >"$WORK/client.py" <<'PYEOF'
-import socket, sys
-port, n, mode = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-req = b"GET /live HTTP/1.1\r\nHost: x\r\n\r\n"
-socks = []
-for i in range(0, n, 500):
-    batch = [socket.create_connection(("127.0.0.1", port)) for _ in range(min(500, n - i))]
-    if mode == "used":
-        for s in batch:
-            s.sendall(req)
-        for s in batch:
-            data = b""
-            while b"\r\n\r\n" not in data:
-                chunk = s.recv(4096)
-                if not chunk:
-                    sys.exit("connection closed before the answer")
-                data += chunk
-    socks += batch
-print("open", len(socks), flush=True)
-sys.stdin.readline()
-for s in socks:
-    s.close()
-print("closed", flush=True)
-PYEOF
-
 measure() { # mode → one markdown row
   local mode=$1
   DYN_FILE_KV="$WORK/kv" taskset -c 0 "$SWITCHYARD_BIN" --discovery-backend file --http-host 127.0.0.1 \
@@ -75,7 +50,7 @@ measure() { # mode → one markdown row
   sleep "$SETTLE"
   local rss0 anon0 tcp0 rss1 anon1 tcp1 rss2 anon2
   rss0=$(kb "$SY" VmRSS); anon0=$(kb "$SY" Anonymous smaps_rollup); tcp0=$(tcp_pages)
-  coproc CL { taskset -c 1 python3 "$WORK/client.py" "$PORT" "$N" "$mode"; }
+  coproc CL { taskset -c 1 python3 perf/hold_conns.py "$PORT" "$N" "$mode"; }
   CLIENT=$CL_PID
   local line
   read -r line <&"${CL[0]}"

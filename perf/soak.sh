@@ -3,7 +3,7 @@
 # its budget, and come back once the load stops?
 #
 #   bash perf/soak.sh              # 30 minutes of load, RSS every 10 s, plot in perf/plots/
-#   bash perf/soak.sh --short      # the CI variant: ~2 minutes, RSS every 2 s
+#   bash perf/soak.sh --short      # the CI variant: ~2.5 minutes (90 s of load), RSS every 2 s
 #   DURATION=600 bash perf/soak.sh # any length (seconds of load)
 #
 # One switchyard shard (pinned to CPU 0) in front of two in-tree mock workers
@@ -40,7 +40,7 @@ ROOT=$(pwd)
 SHORT=0
 [ "${1:-}" = "--short" ] && SHORT=1
 if [ "$SHORT" = 1 ]; then
-  DURATION=${DURATION:-60} WARMUP=${WARMUP:-15} SAMPLE_S=${SAMPLE_S:-2} IDLE_S=${IDLE_S:-6} SETTLE_S=${SETTLE_S:-16}
+  DURATION=${DURATION:-90} WARMUP=${WARMUP:-45} SAMPLE_S=${SAMPLE_S:-2} IDLE_S=${IDLE_S:-6} SETTLE_S=${SETTLE_S:-16}
 else
   DURATION=${DURATION:-1800} WARMUP=${WARMUP:-300} SAMPLE_S=${SAMPLE_S:-10} IDLE_S=${IDLE_S:-30} SETTLE_S=${SETTLE_S:-60}
 fi

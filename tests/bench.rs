@@ -33,10 +33,16 @@ impl Drop for Server {
 
 impl Server {
     fn start() -> Server {
+        Server::start_with(&[])
+    }
+
+    /// [`Server::start`] with further server options.
+    fn start_with(extra: &[&str]) -> Server {
         let mut child = Command::new(BIN)
             .args(["--discovery-backend", "mem", "--embedded-fast", "--embedded-model-path"])
             .arg(qwen3_dir())
             .args(["--http-host", "127.0.0.1", "--http-port", "0", "--shards", "2", "--no-pin-shards"])
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -60,8 +66,12 @@ impl Server {
     }
 
     fn models(&self) -> String {
+        self.get("/v1/models")
+    }
+
+    fn get(&self, path: &str) -> String {
         let Ok(mut s) = std::net::TcpStream::connect(self.addr) else { return String::new() };
-        let _ = s.write_all(b"GET /v1/models HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+        let _ = write!(s, "GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
         let mut out = String::new();
         let _ = s.read_to_string(&mut out);
         out
@@ -252,6 +262,42 @@ fn streaming_and_whole_closed_and_open_loop_against_switchyard() {
     for p in [&a, &b] {
         let _ = std::fs::remove_file(p);
     }
+}
+
+/// A server's idle timeout closes keep-alive connections the bench holds in its pool; a
+/// request must not be sent on one of them (it would be lost: "closed" failures in a long
+/// low-rate run). One connection at most, arrivals seconds apart: the server closes it
+/// between requests (counted in its /metrics), and every request is still answered.
+#[test]
+fn connections_the_server_closed_while_idle_are_not_reused() {
+    let s = Server::start_with(&["--idle-timeout-secs", "1.2"]);
+    let r = bench(
+        &s.url(),
+        "idle",
+        &[
+            "--rate",
+            "0.5",
+            "--concurrency",
+            "1",
+            "--requests",
+            "6",
+            "--seed",
+            "3",
+            "--input-tokens",
+            "16",
+            "--output-tokens",
+            "2",
+            "--no-progress",
+        ],
+    );
+    r.assert_clean(6);
+    let metrics = s.get("/metrics");
+    let closed: f64 = metrics
+        .lines()
+        .filter(|l| l.starts_with("switchyard_limit_hits_total{limit=\"idle_timeout\"}"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert!(closed >= 1.0, "the server closed no idle connection between the requests: {metrics}");
 }
 
 #[test]

@@ -8,7 +8,9 @@
 //! the bench's monoio runtime, one task per connection, no extra threads.
 //!
 //! A connection is reused unless the server said `Connection: close`, framed by close, or the
-//! answer failed part-way (unread bytes would poison the next answer).
+//! answer failed part-way (unread bytes would poison the next answer). One that sat idle for
+//! a while is checked before reuse: the server may have closed it meanwhile (its idle
+//! timeout), and a request sent on it would be lost.
 
 use std::io;
 use std::net::SocketAddr;
@@ -33,13 +35,34 @@ const READ_BUF: usize = 64 << 10;
 pub struct Conn {
     stream: TcpStream,
     buf: Vec<u8>,
+    /// When it last went back to the pool.
+    idle_since: Instant,
+}
+
+/// A connection idle longer than this is looked at before it carries a request (see
+/// [`Conn::closed_while_idle`]); one reused sooner is not (no system call per request).
+const LOOK_AFTER: Duration = Duration::from_secs(1);
+
+impl Conn {
+    /// Mark the start of an idle spell (the connection goes back to the pool).
+    pub fn park(&mut self) {
+        self.idle_since = Instant::now();
+    }
+
+    /// Whether the server closed (or reset) this connection while it sat in the pool: a
+    /// server's idle timeout ends keep-alive connections, and a request sent on one of
+    /// them would fail unanswered. Looked at only after [`LOOK_AFTER`] of idleness.
+    pub fn closed_while_idle(&self) -> bool {
+        self.idle_since.elapsed() >= LOOK_AFTER
+            && crate::http1::watch::peer(&self.stream) != crate::http1::watch::Peer::Quiet
+    }
 }
 
 /// Open a connection (Nagle off: requests are written whole).
 pub async fn connect(addr: SocketAddr) -> io::Result<Conn> {
     let stream = TcpStream::connect(addr).await?;
     stream.set_nodelay(true)?;
-    Ok(Conn { stream, buf: Vec::with_capacity(READ_BUF) })
+    Ok(Conn { stream, buf: Vec::with_capacity(READ_BUF), idle_since: Instant::now() })
 }
 
 /// Send `req` on `conn` and read its answer. Returns the outcome, and whether the connection

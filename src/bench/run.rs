@@ -117,8 +117,14 @@ struct Pool {
 
 impl Pool {
     async fn acquire(&self) -> Result<Conn, Failure> {
-        if let Some(c) = self.idle.borrow_mut().pop() {
-            return Ok(c);
+        loop {
+            let Some(c) = self.idle.borrow_mut().pop() else { break };
+            if !c.closed_while_idle() {
+                return Ok(c);
+            }
+            // The server closed it while it was idle: drop it, its slot opens anew below.
+            drop(c);
+            self.open.set(self.open.get().saturating_sub(1));
         }
         if self.open.get() < self.cap {
             self.open.set(self.open.get() + 1);
@@ -144,7 +150,8 @@ impl Pool {
         }
     }
 
-    fn put_back(&self, c: Conn) {
+    fn put_back(&self, mut c: Conn) {
+        c.park();
         let mut c = Some(c);
         while let Some(w) = self.waiters.borrow_mut().pop_front() {
             match w.send(c.take()) {

@@ -3,7 +3,8 @@
 # the TTFT a light client sees meanwhile against the TTFT it sees on an empty server.
 #
 #   bash perf/crowd.sh                       # IDLE=10000 STREAMS=2000; ~2 minutes
-#   IDLE=20000 STREAMS=0 bash perf/crowd.sh  # 20,000 connections opened and held
+#   IDLE=19800 STREAMS=0 bash perf/crowd.sh  # as many idle connections as one process may hold here
+#   (perf/flood.py: a 20,000-connection flood against a shard with a connection limit)
 #
 # switchyard (release build, one shard) on CPU 0; one in-tree mock worker process
 # (`switchyard mock-worker`, first token after TTFT_MS, then one token every ITL_MS: a

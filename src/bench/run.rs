@@ -122,9 +122,10 @@ impl Pool {
             if !c.closed_while_idle() {
                 return Ok(c);
             }
-            // The server closed it while it was idle: drop it, its slot opens anew below.
+            // The server closed it while it was idle: drop it and free its slot (no request
+            // waits while connections are idle), which opens anew below.
             drop(c);
-            self.open.set(self.open.get().saturating_sub(1));
+            self.release();
         }
         if self.open.get() < self.cap {
             self.open.set(self.open.get() + 1);

@@ -90,8 +90,8 @@ fn block_on<F: Future>(driver: Driver, fut: F) -> io::Result<(F::Output, &'stati
     let uring = if driver == Driver::Epoll {
         None
     } else {
-        match monoio::RuntimeBuilder::<monoio::IoUringDriver>::new().with_entries(1024).enable_timer().build() {
-            Ok(rt) => Some(rt),
+        match crate::util::uring::runtime() {
+            Ok((rt, _)) => Some(rt),
             Err(e) if driver == Driver::IoUring => return Err(e),
             Err(_) => None,
         }

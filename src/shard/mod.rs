@@ -132,7 +132,7 @@ pub struct Server {
     pub addr: SocketAddr,
     /// Where `--grpc-metrics-port` is bound (with `--kserve-grpc-server`).
     pub metrics_addr: Option<SocketAddr>,
-    /// The I/O driver each shard runs ("io_uring" or "epoll").
+    /// The I/O driver each shard runs ("io_uring", with its completion mode, or "epoll").
     pub drivers: Vec<&'static str>,
     /// Whether `--http-port` speaks HTTPS.
     pub tls: bool,
@@ -278,8 +278,13 @@ fn run_shard<S: Service + crate::h2::Handler, F: Fn(Rc<ShardCtx>) -> Rc<S>>(
             let msg = format!("shard {id}: cannot build its {driver:?} runtime: {e}");
             let _ = ready.send(Err(io::Error::new(e.kind(), msg)));
         }
-        Ok(Runtime::Uring(mut rt)) => {
-            let _ = ready.send(Ok((id, "io_uring")));
+        Ok(Runtime::Uring((mut rt, mode))) => {
+            let name = match mode {
+                "deferred" => "io_uring (deferred completions)",
+                "cooperative" => "io_uring (cooperative completions)",
+                _ => "io_uring",
+            };
+            let _ = ready.send(Ok((id, name)));
             rt.block_on(shard_main(id, listener, tls, inbox, shared, &*service));
         }
         Ok(Runtime::Epoll(mut rt)) => {
@@ -290,12 +295,12 @@ fn run_shard<S: Service + crate::h2::Handler, F: Fn(Rc<ShardCtx>) -> Rc<S>>(
 }
 
 enum Runtime {
-    Uring(monoio::Runtime<monoio::time::TimeDriver<monoio::IoUringDriver>>),
+    Uring((crate::util::uring::Runtime, &'static str)),
     Epoll(monoio::Runtime<monoio::time::TimeDriver<monoio::LegacyDriver>>),
 }
 
-fn build_uring() -> io::Result<monoio::Runtime<monoio::time::TimeDriver<monoio::IoUringDriver>>> {
-    monoio::RuntimeBuilder::<monoio::IoUringDriver>::new().with_entries(1024).enable_timer().build()
+fn build_uring() -> io::Result<(crate::util::uring::Runtime, &'static str)> {
+    crate::util::uring::runtime()
 }
 
 fn build_epoll() -> io::Result<monoio::Runtime<monoio::time::TimeDriver<monoio::LegacyDriver>>> {

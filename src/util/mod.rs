@@ -1,9 +1,10 @@
 //! Small helpers shared by more than one module (no I/O, no state): hex, JSON strings, a
 //! fast hasher for shard-local maps, UUIDs and random ids, HTTP dates ([`date`]); the
-//! allocator's few settings ([`alloc`]).
+//! allocator's few settings ([`alloc`]) and how io_uring runtimes are built ([`uring`]).
 
 pub mod alloc;
 pub mod date;
+pub mod uring;
 
 /// The value of one ASCII hex digit (either case).
 pub fn hex_digit(b: u8) -> Option<u8> {

@@ -345,9 +345,18 @@ async fn stream_body<C: Io>(
         match next {
             Some(chunk) => {
                 write_chunk(&mut out, &chunk);
-                // Whatever else is already queued goes out in the same write.
+                // Whatever else is already queued goes out in the same write, and so does the
+                // body's end when the producer is already done (a stream's last events and its
+                // end are one write, one wake-up of the client, not two).
                 while let Some(more) = chunks.try_recv() {
                     write_chunk(&mut out, &more);
+                }
+                if chunks.is_finished() {
+                    out.extend_from_slice(LAST_CHUNK);
+                    let (res, o) = stream.write_all(out).await;
+                    out = o;
+                    out.clear();
+                    return (res.is_ok(), out);
                 }
             }
             None => {

@@ -141,6 +141,12 @@ impl<T> Receiver<T> {
     pub fn try_recv(&mut self) -> Option<T> {
         self.0.borrow_mut().queue.pop_front()
     }
+
+    /// Whether [`Self::recv`] would answer `None` now: nothing queued and every sender gone.
+    pub fn is_finished(&self) -> bool {
+        let s = self.0.borrow();
+        s.queue.is_empty() && s.senders == 0
+    }
 }
 
 impl<T> Drop for Receiver<T> {
@@ -171,7 +177,9 @@ mod tests {
         tx.send(1).unwrap();
         tx2.send(2).unwrap();
         drop(tx);
+        assert!(!rx.is_finished(), "values queued and a sender left");
         drop(tx2);
+        assert!(!rx.is_finished(), "values still queued");
         let mut rt = monoio::RuntimeBuilder::<monoio::LegacyDriver>::new().build().unwrap();
         let got = rt.block_on(async move {
             let mut v = Vec::new();
@@ -181,6 +189,12 @@ mod tests {
             v
         });
         assert_eq!(got, vec![1, 2]);
+        let (tx, mut rx) = channel::<u32>();
+        tx.send(7).unwrap();
+        assert_eq!(rx.try_recv(), Some(7));
+        assert!(!rx.is_finished(), "a sender is still there");
+        drop(tx);
+        assert!(rx.is_finished());
         let (tx, rx) = channel::<u32>();
         drop(rx);
         assert!(tx.is_closed());

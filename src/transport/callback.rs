@@ -358,12 +358,16 @@ async fn accept_loop(inner: Rc<Inner>, listener: TcpListener, tls: Option<Accept
     loop {
         match listener.accept().await {
             Ok((stream, _)) => {
-                let _ = stream.set_nodelay(true);
                 match &tls {
+                    // No TCP_NODELAY (a system call per request): over plain TCP the frontend
+                    // writes on a call-back only its last word, the `kill` frame before it
+                    // closes, and a lone write is never held back by Nagle's algorithm.
                     None => {
                         monoio::spawn(serve_callback(inner.clone(), stream));
                     }
                     Some(acceptor) => {
+                        // The TLS handshake is a conversation of writes and reads.
+                        let _ = stream.set_nodelay(true);
                         monoio::spawn(serve_tls_callback(inner.clone(), stream, acceptor.clone()));
                     }
                 }

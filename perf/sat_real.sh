@@ -11,7 +11,8 @@
 # Usage: bash perf/sat_real.sh   (CONCS="256 2000": the concurrencies; ROUNDS=3, N=<requests
 #        per run, default 20 per stream, at least 6000>, SPEEDUP=10 (the mocker's
 #        --speedup-ratio), BASE_BIN=<another switchyard build> adds it to every round,
-#        SKIP_DYNAMO=1 leaves dynamo.frontend out, SY_ARGS="..." extra switchyard flags)
+#        SKIP_DYNAMO=1 leaves dynamo.frontend out, SY_ARGS="..." extra switchyard flags,
+#        BENCH_CPU=0 puts the client on the frontend's core instead of the worker's)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/real-dynamo-env.sh
@@ -40,7 +41,7 @@ ticks() {
 }
 
 bench() { # port concurrency seed requests [more]
-  taskset -c 1 "$BIN" bench --url "http://127.0.0.1:$1" --model qwen3 --model-path "$MODEL_DIR" \
+  taskset -c "${BENCH_CPU:-1}" "$BIN" bench --url "http://127.0.0.1:$1" --model qwen3 --model-path "$MODEL_DIR" \
     --input-tokens 128 --output-tokens 64 --stream --concurrency "$2" --seed "$3" --requests "$4" \
     --no-progress "${@:5}" >/dev/null
 }

@@ -335,10 +335,7 @@ async fn stream_body<C: Io>(
                 if let Some(cut) = cut {
                     write_chunk(&mut out, cut);
                 }
-                out.extend_from_slice(LAST_CHUNK);
-                let (_, o) = stream.write_all(out).await;
-                out = o;
-                out.clear();
+                let (_, out) = end_body(stream, out).await;
                 return (false, out);
             }
         };
@@ -352,22 +349,21 @@ async fn stream_body<C: Io>(
                     write_chunk(&mut out, &more);
                 }
                 if chunks.is_finished() {
-                    out.extend_from_slice(LAST_CHUNK);
-                    let (res, o) = stream.write_all(out).await;
-                    out = o;
-                    out.clear();
-                    return (res.is_ok(), out);
+                    return end_body(stream, out).await;
                 }
             }
-            None => {
-                out.extend_from_slice(LAST_CHUNK);
-                let (res, o) = stream.write_all(out).await;
-                out = o;
-                out.clear();
-                return (res.is_ok(), out);
-            }
+            None => return end_body(stream, out).await,
         }
     }
+}
+
+/// Write what `out` holds and the chunked body's last chunk, in one write; whether it went
+/// out, and the buffer back (cleared).
+async fn end_body<C: Io>(stream: &mut C, mut out: Vec<u8>) -> (bool, Vec<u8>) {
+    out.extend_from_slice(LAST_CHUNK);
+    let (res, mut out) = stream.write_all(out).await;
+    out.clear();
+    (res.is_ok(), out)
 }
 
 /// What woke a streamed body's wait.

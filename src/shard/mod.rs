@@ -270,20 +270,17 @@ fn run_shard<S: Service + crate::h2::Handler, F: Fn(Rc<ShardCtx>) -> Rc<S>>(
     let driver = shared.config.io_driver;
     let runtime = match driver {
         IoDriver::Epoll => build_epoll().map(Runtime::Epoll),
-        IoDriver::IoUring => build_uring().map(Runtime::Uring),
-        IoDriver::Auto => build_uring().map(Runtime::Uring).or_else(|_| build_epoll().map(Runtime::Epoll)),
+        IoDriver::IoUring => crate::util::uring::runtime().map(Runtime::Uring),
+        IoDriver::Auto => {
+            crate::util::uring::runtime().map(Runtime::Uring).or_else(|_| build_epoll().map(Runtime::Epoll))
+        }
     };
     match runtime {
         Err(e) => {
             let msg = format!("shard {id}: cannot build its {driver:?} runtime: {e}");
             let _ = ready.send(Err(io::Error::new(e.kind(), msg)));
         }
-        Ok(Runtime::Uring((mut rt, mode))) => {
-            let name = match mode {
-                "deferred" => "io_uring (deferred completions)",
-                "cooperative" => "io_uring (cooperative completions)",
-                _ => "io_uring",
-            };
+        Ok(Runtime::Uring((mut rt, name))) => {
             let _ = ready.send(Ok((id, name)));
             rt.block_on(shard_main(id, listener, tls, inbox, shared, &*service));
         }
@@ -297,10 +294,6 @@ fn run_shard<S: Service + crate::h2::Handler, F: Fn(Rc<ShardCtx>) -> Rc<S>>(
 enum Runtime {
     Uring((crate::util::uring::Runtime, &'static str)),
     Epoll(monoio::Runtime<monoio::time::TimeDriver<monoio::LegacyDriver>>),
-}
-
-fn build_uring() -> io::Result<(crate::util::uring::Runtime, &'static str)> {
-    crate::util::uring::runtime()
 }
 
 fn build_epoll() -> io::Result<monoio::Runtime<monoio::time::TimeDriver<monoio::LegacyDriver>>> {

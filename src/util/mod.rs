@@ -1,4 +1,4 @@
-//! Small helpers shared by more than one module (no I/O, no state): hex, JSON strings, a
+//! Small helpers shared by more than one module (no state): hex, JSON strings, a
 //! fast hasher for shard-local maps, UUIDs and random ids, HTTP dates ([`date`]); the
 //! allocator's few settings ([`alloc`]) and how io_uring runtimes are built ([`uring`]).
 

@@ -27,8 +27,9 @@
 #           tenth of the load after warm-up, at least 3 samples); fails when RSS rises in
 #           both halves, each by GROWTH_PCT/2 (2.5 %) or more: a leak grows with every
 #           request, so a leak of GROWTH_PCT over the load fails as before, while a one-off
-#           step (the allocator's pages reaching a new high-water mark, ~2 MB, seen once
-#           per run anywhere from 10 s to 60 s into the load) lies in one half only
+#           step lies in one half only (~2 MB: the tokenizer's second encode scratch, built
+#           the first time the shard and its long-prompt helper encode at once, which
+#           happens by chance anywhere from the prime to 60 s into the load)
 #   return  RSS at the end of `after` over the idle RSS          < RETURN_PCT (10 %)
 #           (the cold figure is reported beside it)
 #   and no failed request.

@@ -9,15 +9,16 @@
 #
 #   W1: chat, 100 prompt tokens, 1 output token, not streamed   (default rate 10/s)
 #   W2: chat, 1,000 prompt tokens, 64 output tokens, streamed   (default rate 8/s)
+#   W2S: W2-sat's request shape: 128 prompt tokens, 64 output tokens, streamed (rate 8/s)
 #
-# Usage: bash perf/callgrind.sh w1|w2      (SWITCHYARD_BIN=<release build>, RATE=, N=60,
+# Usage: bash perf/callgrind.sh w1|w2|w2s      (SWITCHYARD_BIN=<release build>, RATE=, N=60,
 #        WORKER="--ttft-ms 20 --itl-ms 5": paced workers, one frame per token as real
 #        engines send them, instead of the default --fast bursts)
 # Prints "instructions per request: N" and leaves the profile, `callgrind_annotate`
 # inclusive and self listings in the printed directory.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-W=${1:?usage: perf/callgrind.sh w1|w2}
+W=${1:?usage: perf/callgrind.sh w1|w2|w2s}
 command -v valgrind >/dev/null || { echo "callgrind.sh: needs valgrind (apt-get install valgrind)" >&2; exit 1; }
 BIN=${SWITCHYARD_BIN:-target/release/switchyard}
 [ -x "$BIN" ] || { echo "callgrind.sh: build first (cargo build --release) or set SWITCHYARD_BIN" >&2; exit 1; }
@@ -26,7 +27,8 @@ MODEL=${SWITCHYARD_MODELS:-$HOME/.cache/switchyard-models}/qwen3
 case $W in
   w1) ARGS=(--input-tokens 100 --output-tokens 1); RATE=${RATE:-10} ;;
   w2) ARGS=(--input-tokens 1000 --output-tokens 64 --stream); RATE=${RATE:-8} ;;
-  *) echo "callgrind.sh: workload w1 or w2" >&2; exit 1 ;;
+  w2s) ARGS=(--input-tokens 128 --output-tokens 64 --stream); RATE=${RATE:-8} ;;
+  *) echo "callgrind.sh: workload w1, w2 or w2s" >&2; exit 1 ;;
 esac
 N=${N:-60}
 PORT=${PORT:-18777}

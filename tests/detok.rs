@@ -406,6 +406,45 @@ fn gemma_byte_run_turning_invalid_is_not_retracted() {
     assert_eq!(got, "中\u{fffd}\u{fffd}\u{fffd}");
 }
 
+/// The byte-level models' token tables (what the streaming decoder appends for them) give
+/// every id exactly the bytes the tokenizer's own decode gives it, with and without special
+/// tokens; Gemma's decoder is not a concatenation and has no table.
+#[test]
+fn token_tables_match_decode_for_every_id() {
+    for name in ALL {
+        let m = model(name);
+        assert_eq!(m.tok.is_byte_level(), name != "gemma3", "{name}: byte-level table");
+        if !m.tok.is_byte_level() {
+            let mut b = Vec::new();
+            assert!(!m.tok.append_bytes(&[1, 2], true, &mut b) && b.is_empty(), "{name}");
+            continue;
+        }
+        let mut b = Vec::new();
+        for id in 0..n_ids_past(m) {
+            for skip in [true, false] {
+                b.clear();
+                assert!(m.tok.append_bytes(&[id], skip, &mut b));
+                let want = m.tok.decode(&[id], skip).unwrap();
+                assert_eq!(String::from_utf8_lossy(&b), want, "{name}: id {id}, skip_special_tokens={skip}");
+            }
+        }
+        // A whole stream at once, specials included.
+        let mut ids = m.tok.encode("Stream 中文 🙂 ").unwrap();
+        ids.extend(m.specials.iter().take(3));
+        ids.extend(m.tok.encode("done").unwrap());
+        for skip in [true, false] {
+            b.clear();
+            m.tok.append_bytes(&ids, skip, &mut b);
+            assert_eq!(String::from_utf8_lossy(&b), m.tok.decode(&ids, skip).unwrap(), "{name}: {ids:?}");
+        }
+    }
+}
+
+/// A few ids past the largest one, which neither decode nor the table knows.
+fn n_ids_past(m: &Model) -> u32 {
+    m.n_ids + 8
+}
+
 #[test]
 fn special_tokens_follow_skip_special_tokens() {
     let m = model("qwen3");

@@ -55,6 +55,17 @@
 //! ([`Detokenizer::with_prompt_context`]), as Dynamo and vLLM seed it, so the first generated
 //! token is decoded in context (it matters for `Strip`-style decoders: `▁Hello` after a prompt
 //! is ` Hello`). The prompt's own text is never sent.
+//!
+//! # Byte-level tokenizers
+//!
+//! For a byte-level BPE (Qwen3, Llama-3, DeepSeek-V3, gpt-oss) `decode` is the concatenation of
+//! each id's bytes, converted lossily, so no token is treated differently by its place and the
+//! window's decodes are not needed: the bytes of the ids pushed since text was last sent are
+//! appended from the model's token table ([`super::bytes`]) and sent as soon as they read as
+//! text that does not end in U+FFFD — the same rule as step 2, applied to the same bytes
+//! (text was last sent on a complete character, so what is held decodes on its own exactly as
+//! it would after the sent text). No decode call, no allocation once the buffers have grown.
+//! The prompt context changes nothing for these decoders and is not kept.
 
 use std::ops::Deref;
 
@@ -85,18 +96,26 @@ pub struct Detokenizer<T> {
     prefix: String,
     /// The delta returned by the last call.
     out: String,
+    /// Byte-level tokenizers ([`Tokenizer::is_byte_level`]): the bytes of the ids pushed
+    /// since text was last sent, and how many ids those were. The window fields above are
+    /// then unused (see "Byte-level tokenizers" in the module docs).
+    held: Vec<u8>,
+    held_ids: usize,
 }
 
 impl<T: Deref<Target = Tokenizer>> Detokenizer<T> {
     /// A decoder for a sequence that starts from nothing.
     pub fn new(tokenizer: T, skip_special_tokens: bool) -> Self {
+        let bytes = tokenizer.is_byte_level();
         Detokenizer {
             tokenizer,
             skip_special_tokens,
-            ids: Vec::with_capacity(2 * WINDOW),
+            ids: Vec::with_capacity(if bytes { 0 } else { 2 * WINDOW }),
             read: 0,
-            prefix: String::with_capacity(64),
+            prefix: String::with_capacity(if bytes { 0 } else { 64 }),
             out: String::with_capacity(64),
+            held: Vec::with_capacity(if bytes { 16 } else { 0 }),
+            held_ids: 0,
         }
     }
 
@@ -105,6 +124,9 @@ impl<T: Deref<Target = Tokenizer>> Detokenizer<T> {
     /// decoding the prompt. The prompt's text is never returned.
     pub fn with_prompt_context(tokenizer: T, skip_special_tokens: bool, prompt: &[u32]) -> Result<Self, String> {
         let mut d = Self::new(tokenizer, skip_special_tokens);
+        if d.tokenizer.is_byte_level() {
+            return Ok(d);
+        }
         d.ids.extend_from_slice(&prompt[prompt.len().saturating_sub(PROMPT_CONTEXT)..]);
         d.read = d.ids.len();
         if d.read > 0 {
@@ -124,7 +146,7 @@ impl<T: Deref<Target = Tokenizer>> Detokenizer<T> {
 
     /// How many pushed ids have not produced text yet (their text is held back).
     pub fn pending_ids(&self) -> usize {
-        self.ids.len() - self.read
+        self.held_ids + (self.ids.len() - self.read)
     }
 
     /// Add ids; returns the text they complete (often all of theirs, sometimes none, sometimes
@@ -133,6 +155,11 @@ impl<T: Deref<Target = Tokenizer>> Detokenizer<T> {
     pub fn push(&mut self, ids: &[u32]) -> Result<&str, String> {
         self.out.clear();
         if ids.is_empty() {
+            return Ok(&self.out);
+        }
+        if self.tokenizer.append_bytes(ids, self.skip_special_tokens, &mut self.held) {
+            self.held_ids += ids.len();
+            self.release();
             return Ok(&self.out);
         }
         self.ids.extend_from_slice(ids);
@@ -148,6 +175,11 @@ impl<T: Deref<Target = Tokenizer>> Detokenizer<T> {
     /// decode a new sequence.
     pub fn finish(&mut self) -> Result<&str, String> {
         self.out.clear();
+        if !self.held.is_empty() {
+            self.out.push_str(&String::from_utf8_lossy(&self.held));
+        }
+        self.held.clear();
+        self.held_ids = 0;
         if self.read < self.ids.len() {
             let window = self.tokenizer.decode(&self.ids, self.skip_special_tokens)?;
             self.out.push_str(delta(&window, &self.prefix));
@@ -160,10 +192,28 @@ impl<T: Deref<Target = Tokenizer>> Detokenizer<T> {
 
     /// Forget the sequence without returning what is held (buffers are kept for reuse).
     pub fn reset(&mut self) {
+        self.held.clear();
+        self.held_ids = 0;
         self.ids.clear();
         self.read = 0;
         self.prefix.clear();
         self.out.clear();
+    }
+
+    /// Byte-level: send the held bytes when they read as text that does not end in U+FFFD (an
+    /// unfinished character, or an invalid byte at the end), the rule the window decode keeps.
+    fn release(&mut self) {
+        let text = match std::str::from_utf8(&self.held) {
+            Ok(text) => std::borrow::Cow::Borrowed(text),
+            Err(e) if e.error_len().is_none() => return,
+            Err(_) => String::from_utf8_lossy(&self.held),
+        };
+        if text.is_empty() || text.ends_with(REPLACEMENT) {
+            return;
+        }
+        self.out.push_str(&text);
+        self.held.clear();
+        self.held_ids = 0;
     }
 
     /// `window` decodes all of `self.ids` and is sendable: send its new part, move `read` to
@@ -206,6 +256,7 @@ impl<T> std::fmt::Debug for Detokenizer<T> {
             .field("window", &self.ids)
             .field("read", &self.read)
             .field("prefix", &self.prefix)
+            .field("held", &self.held)
             .finish()
     }
 }

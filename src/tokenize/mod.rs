@@ -5,11 +5,13 @@
 //! * [`native`]: recognised templates written without the template engine where that is exact.
 //! * [`pyjson`]: Python's `json.dumps` / `repr` text forms that templates print.
 //! * [`tokenizer`]: one tokenizer instance per shard: encode prompts, decode ids.
+//! * [`bytes`]: every token's bytes for byte-level tokenizers, for streaming decode.
 //! * [`canonical`]: older `tokenizer.json` formats rewritten for the reader, in little memory.
 //!
 //! Called by the request path on a shard (render → encode) and by the control side when a
 //! model appears (load). Depends on nothing of the HTTP or routing layers.
 
+pub mod bytes;
 pub mod canonical;
 pub mod detok;
 pub mod model;

@@ -81,6 +81,8 @@ pub struct ModelFiles {
     spare: std::sync::Mutex<Option<Tokenizer>>,
     /// The instance the tokenizer helper threads share ([`ModelFiles::helper_tokenizer`]).
     helper: std::sync::OnceLock<Tokenizer>,
+    /// The first instance's token table, shared by the later ones (byte-level tokenizers).
+    token_bytes: Option<Arc<super::bytes::TokenBytes>>,
     /// Named chat templates (`default`, `tool_use`, …), compiled.
     pub templates: BTreeMap<String, Arc<ChatTemplate>>,
     /// Named special tokens (`bos_token`, `eos_token`, `unk_token`, `sep_token`, `pad_token`,
@@ -179,6 +181,7 @@ impl ModelFiles {
             dir,
             tokenizer_path: tok_path,
             tokenizer_digest,
+            token_bytes: tokenizer.token_bytes(),
             spare: std::sync::Mutex::new(Some(tokenizer)),
             helper: std::sync::OnceLock::new(),
             templates,
@@ -268,7 +271,7 @@ impl ModelFiles {
         if blake3::hash(raw.as_bytes()) != self.tokenizer_digest {
             return Err(format!("{}: changed on disk since the model was loaded", path.display()));
         }
-        Tokenizer::from_json_text(raw)
+        Tokenizer::from_json_text_sharing(raw, self.token_bytes.clone())
     }
 
     /// Name `t` (a shard's instance, usually shard 0's) as the one the tokenizer helper

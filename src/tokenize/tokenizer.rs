@@ -21,6 +21,9 @@
 
 use tokenizers::pipeline::{EncodeOptions, PipelineNormalizer, PipelineToken, PipelineTokenizer};
 
+use std::sync::Arc;
+
+use super::bytes::TokenBytes;
 use super::canonical;
 
 /// A tokenizer instance. A clone is the same instance (see the module docs).
@@ -31,6 +34,9 @@ pub struct Tokenizer {
     ascii: Option<PipelineTokenizer>,
     plain: EncodeOptions,
     with_specials: EncodeOptions,
+    /// Byte-level BPE: every id's bytes, for the streaming detokenizer. Built once per model
+    /// and shared by its instances ([`Tokenizer::from_json_text_sharing`]).
+    bytes: Option<Arc<TokenBytes>>,
 }
 
 impl std::fmt::Debug for Tokenizer {
@@ -53,32 +59,41 @@ impl Tokenizer {
     /// takes about six times the file's size for a moment, on top of whatever else is alive
     /// (`perf/RESULTS.md`, "Memory").
     pub fn from_json_text(raw: String) -> Result<Tokenizer, String> {
+        Self::from_json_text_sharing(raw, None)
+    }
+
+    /// [`Tokenizer::from_json_text`] for a further instance of a model: `bytes` is the token
+    /// table of an instance built from the same text ([`Tokenizer::token_bytes`]), shared
+    /// rather than built again.
+    pub fn from_json_text_sharing(raw: String, bytes: Option<Arc<TokenBytes>>) -> Result<Tokenizer, String> {
         // A file that says it is canonical is read as it is; one that then fails is converted
         // as any older file would be (the conversion leaves a canonical file as it is).
         if canonical::is_canonical(&raw) {
             if let Ok(inner) = tokenizers::from_json(&raw) {
-                return Ok(Self::wrap(inner, raw));
+                return Ok(Self::wrap(inner, raw, bytes));
             }
         }
         let canonical = canonical::rewrite(&raw)?;
         drop(raw);
-        Self::build(canonical)
+        Self::build(canonical, bytes)
     }
 
     /// Build from canonical JSON (see [`Tokenizer::canonical_json`]).
     pub fn from_canonical_json(json: &str) -> Result<Tokenizer, String> {
-        Self::build(json.to_string())
+        Self::build(json.to_string(), None)
     }
 
-    fn build(json: String) -> Result<Tokenizer, String> {
+    fn build(json: String, bytes: Option<Arc<TokenBytes>>) -> Result<Tokenizer, String> {
         let inner = tokenizers::from_json(&json).map_err(|e| format!("cannot build the tokenizer: {e}"))?;
-        Ok(Self::wrap(inner, json))
+        Ok(Self::wrap(inner, json, bytes))
     }
 
     /// `inner` was built from the canonical `json`. The built pipeline says whether its
     /// normalizer is one to skip for ASCII; only then is `json` read again. `json` is freed
-    /// before the second pipeline is built, so that only its own text is alive then.
-    fn wrap(inner: PipelineTokenizer, json: String) -> Tokenizer {
+    /// before the second pipeline is built, so that only its own text is alive then. `bytes`
+    /// is another instance's token table (see [`Tokenizer::from_json_text_sharing`]); without
+    /// one it is built here when the tokenizer is byte-level.
+    fn wrap(inner: PipelineTokenizer, json: String, bytes: Option<Arc<TokenBytes>>) -> Tokenizer {
         let normal_forms_only = !inner.get_normalizers().is_empty()
             && inner.get_normalizers().iter().all(|n| {
                 matches!(
@@ -92,7 +107,31 @@ impl Tokenizer {
         let plain = normal_forms_only.then(|| without_normalizer(&json)).flatten();
         drop(json);
         let ascii = plain.and_then(|j| tokenizers::from_json(&j).ok());
-        Tokenizer { inner, ascii, plain: EncodeOptions::no_specials(), with_specials: EncodeOptions::default() }
+        let bytes = bytes.or_else(|| TokenBytes::build(&inner).map(Arc::new));
+        Tokenizer { inner, ascii, plain: EncodeOptions::no_specials(), with_specials: EncodeOptions::default(), bytes }
+    }
+
+    /// Whether decoding is a concatenation of token bytes (a byte-level BPE), so that
+    /// [`Tokenizer::append_bytes`] applies.
+    pub fn is_byte_level(&self) -> bool {
+        self.bytes.is_some()
+    }
+
+    /// The token table, to share with a further instance of the same model.
+    pub fn token_bytes(&self) -> Option<Arc<TokenBytes>> {
+        self.bytes.clone()
+    }
+
+    /// Byte-level tokenizers: append the bytes `decode` concatenates for `ids` to `out` and
+    /// return true (`decode(ids)` is then `out`'s new bytes read as UTF-8, invalid sequences
+    /// replaced). Other tokenizers: return false and append nothing.
+    #[inline]
+    pub fn append_bytes(&self, ids: &[u32], skip_special_tokens: bool, out: &mut Vec<u8>) -> bool {
+        let Some(table) = &self.bytes else { return false };
+        for &id in ids {
+            table.append(&self.inner, id, skip_special_tokens, out);
+        }
+        true
     }
 
     /// Whether ASCII text skips the normalizer (see the module docs).

@@ -37,10 +37,7 @@ one_run() { # label round: fresh mockers, the frontend, the load; prints one tab
     mockers+=($!)
     PIDS+=($!)
   done
-  for _ in $(seq 1 240); do
-    [ "$(find "$DYN_FILE_KV/v1/instances" -name '*generate*' 2>/dev/null | wc -l)" -ge 4 ] && break
-    sleep 0.5
-  done
+  workers_registered 4 "$label round $round" || true
   if [ "$label" = dynamo ]; then
     taskset -c 0 "$PY" -m dynamo.frontend --discovery-backend file --request-plane tcp --router-mode kv \
       --http-host 127.0.0.1 --http-port 18296 >"$WORK/fe-$label-$round.log" 2>&1 &

@@ -75,11 +75,7 @@ start_mockers() { # log-prefix first last [speedup]: mockers first..last; waits 
       --speedup-ratio "${4:-20}" --data-parallel-size "${DP_SIZE:-1}" >"$WORK/$1-mocker$i.log" 2>&1 &
     MOCKERS[i]=$!; PIDS+=($!)
   done
-  for _ in $(seq 1 240); do
-    [ "$(find "$DYN_FILE_KV/v1/instances" -name '*generate*' 2>/dev/null | wc -l)" -ge "$3" ] && return 0
-    sleep 0.5
-  done
-  echo "warning: $1: mockers $2..$3 did not all register within 120 s" >&2
+  workers_registered "$3" "$1: mockers $2..$3" || true
 }
 start_frontend() { # log-name frontend-command...: sets FE, waits for the model
   local log=$1; shift

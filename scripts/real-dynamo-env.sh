@@ -30,6 +30,17 @@ model_listed() {
   return 1
 }
 
+# `workers_registered N [LABEL]`: wait (up to 120 s) until N worker endpoints (`generate`)
+# are in the file store $DYN_FILE_KV; past that, warn (naming LABEL) and return 1.
+workers_registered() {
+  for _ in $(seq 1 240); do
+    [ "$(find "$DYN_FILE_KV/v1/instances" -name '*generate*' 2>/dev/null | wc -l)" -ge "$1" ] && return 0
+    sleep 0.5
+  done
+  echo "warning: ${2:-workers}: $1 workers did not all register within 120 s" >&2
+  return 1
+}
+
 # `default_file_store`: Dynamo's default file store under a private TMPDIR (no DYN_FILE_KV,
 # as a new user runs it): sets TMPDIR and STORE (call after scratch_dir).
 default_file_store() {

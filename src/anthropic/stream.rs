@@ -212,8 +212,10 @@ pub(super) async fn stream(
             }
         }
         if !gen.ready() && !out.is_empty() {
-            let full = std::mem::replace(&mut out, Vec::with_capacity(512));
-            if tx.send(full.into()).is_err() {
+            // Copied out at its size (one allocation; the buffer is kept for the next).
+            let full = Bytes::copy_from_slice(&out);
+            out.clear();
+            if tx.send(full).is_err() {
                 return;
             }
         }

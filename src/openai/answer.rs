@@ -438,8 +438,10 @@ pub async fn stream(shape: Shape, mut gen: Generation, tx: local::Sender<Bytes>,
         // Send what is rendered once nothing more is ready (a choice's finish and the usage
         // that follows go out together).
         if !gen.ready() && !out.is_empty() {
-            let full = std::mem::replace(&mut out, Vec::with_capacity(chunk_capacity));
-            if tx.send(full.into()).is_err() {
+            // Copied out at its size (one allocation; the buffer is kept for the next).
+            let full = Bytes::copy_from_slice(&out);
+            out.clear();
+            if tx.send(full).is_err() {
                 return;
             }
         }

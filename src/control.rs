@@ -62,6 +62,9 @@ struct Builder {
     min_workers: usize,
     /// Models that reached `min_workers`.
     started: std::collections::HashSet<String>,
+    /// `--request-plane nats`: workers are reached through their `nats_tcp` subjects (and
+    /// those on the TCP plane are not served), else through their `tcp` addresses.
+    nats_plane: bool,
 }
 
 /// Where alias conflicts are reported (logged, not counted as skipped records).
@@ -175,14 +178,38 @@ impl Builder {
         // Cards that failed in this pass, by checksum: their other instances fail alike.
         let mut failed: HashMap<String, String> = HashMap::new();
         for served in &snap.served {
-            let Some(tcp) = served.endpoint.tcp() else {
-                problems.insert((BUCKET_INSTANCES, served.key.clone(), "not on the TCP request plane".into()));
-                continue;
-            };
-            let Some(addr) = resolve(&tcp.addr) else {
-                let why = format!("model {}: cannot resolve worker address {}", served.model, tcp.addr);
-                problems.insert((BUCKET_INSTANCES, served.key.clone(), why));
-                continue;
+            let nats = served.endpoint.transport.other.get("nats_tcp").and_then(serde_json::Value::as_str);
+            let (addr, path, nats_subject) = match (served.endpoint.tcp(), nats, self.nats_plane) {
+                (Some(tcp), _, false) => {
+                    let Some(addr) = resolve(&tcp.addr) else {
+                        let why = format!("model {}: cannot resolve worker address {}", served.model, tcp.addr);
+                        problems.insert((BUCKET_INSTANCES, served.key.clone(), why));
+                        continue;
+                    };
+                    (addr, tcp.path, None)
+                }
+                (_, Some(subject), true) => {
+                    if let Err(e) = crate::plane::nats::check_publish_subject(subject) {
+                        let why = format!("model {}: bad NATS subject: {e}", served.model);
+                        problems.insert((BUCKET_INSTANCES, served.key.clone(), why));
+                        continue;
+                    }
+                    (std::net::SocketAddr::from(([0, 0, 0, 0], 0)), String::new(), Some(subject.to_owned()))
+                }
+                (_, None, true) => {
+                    let why = "not on the NATS request plane (this frontend runs --request-plane nats)";
+                    problems.insert((BUCKET_INSTANCES, served.key.clone(), why.into()));
+                    continue;
+                }
+                (None, Some(_), false) => {
+                    let why = "on the NATS request plane (start the frontend with --request-plane nats)";
+                    problems.insert((BUCKET_INSTANCES, served.key.clone(), why.into()));
+                    continue;
+                }
+                (None, None, false) => {
+                    problems.insert((BUCKET_INSTANCES, served.key.clone(), "not on the TCP request plane".into()));
+                    continue;
+                }
             };
             let codec = match served.endpoint.codec() {
                 Some(CardCodec::Json) => Codec::Json,
@@ -190,7 +217,8 @@ impl Builder {
             };
             let worker = Worker {
                 addr,
-                path: tcp.path.clone(),
+                path,
+                nats_subject,
                 codec,
                 instance_id: served.endpoint.instance_id,
                 cpu: served.endpoint.device_type.as_deref() == Some("cpu"),
@@ -351,6 +379,7 @@ impl Control {
         let filter = cfg.namespace_filter();
         let shards = server.drivers.len();
         let min_workers = cfg.min_initial_workers;
+        let nats_plane = cfg.request_plane_nats.is_some();
         let load_only = cfg.router_mode != crate::config::settings::RouterMode::Kv;
         let stop2 = stop.clone();
         let thread = std::thread::Builder::new().name("control".into()).spawn(move || {
@@ -371,6 +400,7 @@ impl Control {
                 reported: BTreeSet::new(),
                 min_workers,
                 started: Default::default(),
+                nats_plane,
             };
             watch(
                 source.as_mut(),
@@ -447,6 +477,7 @@ mod tests {
             reported: BTreeSet::new(),
             min_workers: 0,
             started: Default::default(),
+            nats_plane: false,
         }
     }
 
@@ -534,5 +565,32 @@ mod tests {
         assert!(lines.iter().any(|l| l.starts_with("discovery: skipped v1/mdc record dynamo/c/generate/9: not JSON")));
         assert!(lines.iter().any(|l| l.contains("model u: not served: only Tokens, Text and Tensor")));
         assert!(lines.iter().any(|l| l.contains("alias \"u\" of model m is a model's own name")), "{lines:?}");
+    }
+
+    #[test]
+    fn workers_are_reached_on_the_frontend_request_plane() {
+        let nats_endpoint = |id: u64| {
+            let v = serde_json::json!({
+                "type": "Endpoint", "namespace": "dynamo", "component": "c", "endpoint": "generate", "instance_id": id,
+                "transport": {"nats_tcp": format!("dynamo_c.generate-{id:x}")},
+            });
+            (format!("dynamo/c/generate/{id:x}"), serde_json::to_vec(&v).unwrap())
+        };
+        let (c1, c2) = (card("m", 1, "Text", &[]), card("m", 2, "Text", &[]));
+        let (tcp, nats) = (endpoint(1), nats_endpoint(2));
+        let snap =
+            snapshot(&[(BUCKET_MDC, &c1), (BUCKET_MDC, &c2), (BUCKET_INSTANCES, &tcp), (BUCKET_INSTANCES, &nats)]);
+        for nats_plane in [false, true] {
+            let mut b = Builder { nats_plane, ..builder() };
+            let mut registry = Catalog::default().registry(&snap, SystemTime::now());
+            b.add_serving(&mut registry, &snap);
+            let workers = &registry.serving["m"].workers;
+            assert_eq!(workers.len(), 1, "nats_plane {nats_plane}: {workers:?}");
+            let (w, other) = if nats_plane { (2, "not on the NATS") } else { (1, "on the NATS request plane") };
+            assert_eq!(workers[0].instance_id, w);
+            assert_eq!(workers[0].nats_subject.as_deref(), nats_plane.then_some("dynamo_c.generate-2"));
+            assert_eq!(registry.skipped.get(BUCKET_INSTANCES), Some(&1));
+            assert!(b.reported.iter().any(|(_, _, why)| why.contains(other)), "{:?}", b.reported);
+        }
     }
 }

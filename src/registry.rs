@@ -22,6 +22,9 @@ pub struct Worker {
     pub addr: std::net::SocketAddr,
     /// Endpoint path put in every request frame.
     pub path: String,
+    /// On the NATS request plane: the subject its endpoint listens on (`transport.nats_tcp`);
+    /// `addr` and `path` are then unused.
+    pub nats_subject: Option<String>,
     /// Body codec it advertised.
     pub codec: crate::plane::payload::Codec,
     pub instance_id: u64,

@@ -101,6 +101,8 @@ fn value_supported(dest: &str, v: &Value) -> bool {
         // The event plane carries KV events, which only the kv router reads: with the other
         // router modes Dynamo's frontend does not use it either.
         ("event_plane", Value::Str(s)) => s == "zmq" || s == "nats",
+        // The NATS request plane: requests published to workers' subjects (`transport::nats`).
+        ("request_plane", Value::Str(s)) => s == "tcp" || s == "nats",
         _ => false,
     }
 }

@@ -216,6 +216,9 @@ pub struct Config {
     pub plane_tls: settings::PlaneTlsFiles,
     /// TLS of the NATS event plane (`--nats-tls-*`, `NATS_TLS_*`).
     pub nats_tls: settings::NatsTlsFiles,
+    /// `--request-plane nats`: the NATS servers requests are published through (`NATS_SERVER`,
+    /// default `nats://localhost:4222`); `None`: the TCP request plane.
+    pub request_plane_nats: Option<String>,
 }
 
 /// A configuration that cannot start: the message and the exit code.
@@ -298,6 +301,24 @@ pub fn load(
     if text(&cfg.parsed, "event_plane") == Some("nats") {
         let server = env("NATS_SERVER").unwrap_or_else(|| "nats://localhost:4222".to_owned());
         cfg.nats_tls.check(&server).map_err(invalid)?;
+    }
+    if let Some(server) = &cfg.request_plane_nats {
+        // The shards' NATS connections speak plain TCP; the request plane's TLS settings
+        // would go unused.
+        let tls = if server.contains("tls://") {
+            Some(format!("NATS_SERVER={server}"))
+        } else if cfg.nats_tls.any() {
+            Some("--nats-tls-* (NATS_TLS_*)".to_owned())
+        } else if cfg.plane_tls.serves_tls() || cfg.plane_tls.dials_tls() {
+            Some("--tcp-tls-* (DYN_TCP_TLS_*)".to_owned())
+        } else {
+            None
+        };
+        if let Some(what) = tls {
+            return Err(invalid(format!(
+                "--request-plane nats with TLS ({what}) is not implemented in this switchyard build"
+            )));
+        }
     }
     Ok((Action::Run, Some(cfg), warnings))
 }
@@ -479,6 +500,8 @@ fn typed(parsed: Parsed, env: &dyn Fn(&str) -> Option<String>) -> Result<Config,
             _ => None,
         },
         plane_tls: plane_tls(p, env),
+        request_plane_nats: (text(p, "request_plane") == Some("nats"))
+            .then(|| env("NATS_SERVER").unwrap_or_else(|| "nats://localhost:4222".to_owned())),
         nats_tls: settings::NatsTlsFiles {
             ca: text(p, "nats_tls_ca_cert_path").map(PathBuf::from),
             insecure: boolean(p, "nats_tls_insecure"),
@@ -662,6 +685,26 @@ mod tests {
         assert_eq!(e.message, "--tls-cert-path and --tls-key-path must be provided together");
         let e = run(&["--tls-client-ca-cert-path", "/x"], &[]).unwrap_err();
         assert!(e.message.contains("requires --tls-cert-path"));
+    }
+
+    #[test]
+    fn request_plane_nats() {
+        assert_eq!(run(&[], &[]).unwrap().request_plane_nats, None);
+        let c = run(&["--request-plane", "nats"], &[]).unwrap();
+        assert_eq!(c.request_plane_nats.as_deref(), Some("nats://localhost:4222"));
+        let c = run(&[], &[("DYN_REQUEST_PLANE", "nats"), ("NATS_SERVER", "nats://10.0.0.1:4333")]).unwrap();
+        assert_eq!(c.request_plane_nats.as_deref(), Some("nats://10.0.0.1:4333"));
+        type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)]);
+        let refused: [Case<'_>; 3] = [
+            (&["--request-plane", "nats"], &[("NATS_SERVER", "tls://127.0.0.1:4443")]),
+            (&["--request-plane", "nats", "--nats-tls-ca-cert-path", "/ca.pem"], &[("NATS_SERVER", "nats://h:1")]),
+            (&["--request-plane", "nats", "--tcp-tls-cert-path", "/c.pem", "--tcp-tls-key-path", "/k.pem"], &[]),
+        ];
+        for (args, env) in refused {
+            let e = run(args, env).unwrap_err();
+            assert!(e.message.starts_with("--request-plane nats with TLS ("), "{args:?}: {}", e.message);
+            assert!(e.message.ends_with("is not implemented in this switchyard build"), "{}", e.message);
+        }
     }
 
     #[test]

@@ -26,7 +26,7 @@ use crate::router::session::{AffinityMode, Lease};
 use crate::router::{InFlight, Mode};
 use crate::shard::ShardCtx;
 use crate::transport::callback::{ResponseStream, StreamItem};
-use crate::transport::client::{RequestBody, TransportError};
+use crate::transport::client::{RequestBody, Route, TransportError};
 
 /// Most workers one request is tried on.
 pub const MAX_ATTEMPTS: usize = 3;
@@ -278,7 +278,11 @@ pub async fn dispatch<B: RequestBody>(
         tried.push(worker.instance_id);
         let in_flight = ctx.router.dispatch(worker.instance_id);
         let deadline = ctx.shared.config.worker_callback_timeout.unwrap_or(Duration::MAX);
-        let sent = ctx.plane.generate(worker.addr, &worker.path, worker.codec, wire, &request_id, deadline).await;
+        let route = match &worker.nats_subject {
+            Some(subject) => Route::Nats { subject },
+            None => Route::Tcp { addr: worker.addr, path: &worker.path },
+        };
+        let sent = ctx.plane.generate_to(route, worker.codec, wire, &request_id, deadline).await;
         let mut stream = match sent {
             Ok(s) => s,
             Err(e) => {

@@ -256,6 +256,7 @@ pub(crate) fn test_workers(n: usize, cpu: &[usize]) -> Vec<Worker> {
         .map(|i| Worker {
             addr: "127.0.0.1:1".parse().unwrap(),
             path: String::new(),
+            nats_subject: None,
             codec: crate::plane::payload::Codec::Msgpack,
             instance_id: 100 + i as u64,
             cpu: cpu.contains(&i),

@@ -74,6 +74,8 @@ pub enum ShardMsg {
 /// What every shard can see: fixed at start-up, read-only afterwards.
 pub struct Shared {
     pub config: Arc<Config>,
+    /// `--request-plane nats`: the NATS servers, resolved at start-up.
+    pub nats: Option<crate::transport::nats::NatsConfig>,
     /// Inbox of every shard, by shard id.
     pub inboxes: Vec<flume::Sender<ShardMsg>>,
     pub started: Instant,
@@ -175,7 +177,15 @@ impl Server {
             None => None,
         };
         let (senders, receivers): (Vec<_>, Vec<_>) = (0..n).map(|_| flume::unbounded()).unzip();
-        let shared = Arc::new(Shared { config: config.clone(), inboxes: senders.clone(), started: Instant::now() });
+        let nats = match &config.request_plane_nats {
+            Some(url) => Some(
+                crate::transport::nats::NatsConfig::from_url(url)
+                    .map_err(|e| io::Error::other(format!("--request-plane nats: {e}")))?,
+            ),
+            None => None,
+        };
+        let shared =
+            Arc::new(Shared { config: config.clone(), nats, inboxes: senders.clone(), started: Instant::now() });
         let (ready_tx, ready_rx) = mpsc::channel::<io::Result<(usize, &'static str)>>();
         let mut threads = Vec::with_capacity(n);
         for (id, (listener, inbox)) in listeners.into_iter().zip(receivers).enumerate() {
@@ -336,10 +346,13 @@ async fn shard_main<S: Service + crate::h2::Handler>(
             return;
         }
     };
-    let plane = crate::transport::client::RequestPlane::new(
+    let mut plane = crate::transport::client::RequestPlane::new(
         crate::transport::client::WorkerConns::new(crate::transport::client::ConnsConfig::default()),
         callbacks,
     );
+    if let Some(nats) = &shared.nats {
+        plane = plane.with_nats(crate::transport::nats::NatsRequests::new(nats.clone()));
+    }
     let ctx = Rc::new(ShardCtx {
         id,
         plane,

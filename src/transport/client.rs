@@ -154,14 +154,14 @@ impl Default for ConnsConfig {
 }
 
 #[derive(Default)]
-struct AckState {
+pub(super) struct AckState {
     result: Option<Result<(), TransportError>>,
     waker: Option<Waker>,
 }
 
-type AckSlot = Rc<RefCell<AckState>>;
+pub(super) type AckSlot = Rc<RefCell<AckState>>;
 
-fn complete(slot: &AckSlot, result: Result<(), TransportError>) {
+pub(super) fn complete(slot: &AckSlot, result: Result<(), TransportError>) {
     let waker = {
         let mut s = slot.borrow_mut();
         s.result = Some(result);
@@ -274,20 +274,7 @@ impl WorkerConns {
         if let Some(w) = writer {
             w.wake();
         }
-        let ack = poll_fn(|cx| {
-            let mut s = slot.borrow_mut();
-            match s.result.take() {
-                Some(r) => Poll::Ready(r),
-                None => {
-                    s.waker = Some(cx.waker().clone());
-                    Poll::Pending
-                }
-            }
-        });
-        monoio::select! {
-            r = ack => r,
-            _ = monoio::time::sleep(self.inner.cfg.ack_timeout) => Err(TransportError::AckTimeout { addr }),
-        }
+        wait_ack(&slot, self.inner.cfg.ack_timeout, addr).await
     }
 
     /// The live connection to `addr`, or a new one (its writer task dials).
@@ -300,6 +287,24 @@ impl WorkerConns {
         self.inner.dials.set(self.inner.dials.get() + 1);
         monoio::spawn(run_writer(self.inner.clone(), conn.clone()));
         conn
+    }
+}
+
+/// The ack `slot` gets, or [`TransportError::AckTimeout`] (naming `addr`) after `timeout`.
+pub(super) async fn wait_ack(slot: &AckSlot, timeout: Duration, addr: SocketAddr) -> Result<(), TransportError> {
+    let ack = poll_fn(|cx| {
+        let mut s = slot.borrow_mut();
+        match s.result.take() {
+            Some(r) => Poll::Ready(r),
+            None => {
+                s.waker = Some(cx.waker().clone());
+                Poll::Pending
+            }
+        }
+    });
+    monoio::select! {
+        r = ack => r,
+        _ = monoio::time::sleep(timeout) => Err(TransportError::AckTimeout { addr }),
     }
 }
 
@@ -340,31 +345,50 @@ async fn run_writer(inner: Rc<Inner>, conn: Rc<Conn>) {
 }
 
 /// Write whatever the sends buffer, until the connection breaks.
-async fn write_frames<W: WriteAll>(inner: &Inner, conn: &Rc<Conn>, mut wr: W) {
-    let addr = conn.addr;
+async fn write_frames<W: WriteAll>(inner: &Inner, conn: &Rc<Conn>, wr: W) {
+    if let Err(e) = write_buffered(wr, &conn.st).await {
+        inner.fail(conn, TransportError::ConnectionLost { addr: conn.addr, detail: e.to_string() });
+    }
+}
+
+/// A connection's output buffer, as its writer task sees it.
+pub(super) trait OutBuffer {
+    /// The bytes to write, the writer's waker slot, and whether the connection broke.
+    fn parts(&mut self) -> (&mut Vec<u8>, &mut Option<Waker>, bool);
+}
+
+impl OutBuffer for ConnState {
+    fn parts(&mut self) -> (&mut Vec<u8>, &mut Option<Waker>, bool) {
+        (&mut self.out, &mut self.writer, self.broken)
+    }
+}
+
+/// A writer task's loop: wait for buffered bytes, write all of them in one write, give the
+/// (usually larger) buffer back for the next ones. Ends when the connection is marked broken
+/// (`Ok`) or a write fails.
+pub(super) async fn write_buffered<W: WriteAll, S: OutBuffer>(mut wr: W, state: &RefCell<S>) -> std::io::Result<()> {
     loop {
         let next = poll_fn(|cx| {
-            let mut st = conn.st.borrow_mut();
-            if st.broken {
+            let mut st = state.borrow_mut();
+            let (out, writer, broken) = st.parts();
+            if broken {
                 Poll::Ready(None)
-            } else if !st.out.is_empty() {
-                Poll::Ready(Some(std::mem::take(&mut st.out)))
+            } else if !out.is_empty() {
+                Poll::Ready(Some(std::mem::take(out)))
             } else {
-                st.writer = Some(cx.waker().clone());
+                *writer = Some(cx.waker().clone());
                 Poll::Pending
             }
         })
         .await;
-        let Some(buf) = next else { return };
+        let Some(buf) = next else { return Ok(()) };
         let (res, mut buf) = wr.write_all_of(buf).await;
-        if let Err(e) = res {
-            return inner.fail(conn, TransportError::ConnectionLost { addr, detail: e.to_string() });
-        }
-        // Give the (usually larger) buffer back for the next frames.
+        res?;
         buf.clear();
-        let mut st = conn.st.borrow_mut();
-        if st.out.is_empty() && !st.broken {
-            st.out = buf;
+        let mut st = state.borrow_mut();
+        let (out, _, broken) = st.parts();
+        if out.is_empty() && !broken {
+            *out = buf;
         }
     }
 }
@@ -469,16 +493,24 @@ impl RequestBody for crate::plane::tensor::TensorRequest {
     const ITEMS: ItemMode = ItemMode::Tensor;
 }
 
-/// A shard's request plane: its worker connections and its call-back listener.
+/// A shard's request plane: its worker connections, its NATS publisher (with
+/// `--request-plane nats`) and its call-back listener.
 #[derive(Clone)]
 pub struct RequestPlane {
     pub conns: WorkerConns,
+    pub nats: Option<super::nats::NatsRequests>,
     pub callbacks: CallbackServer,
 }
 
 impl RequestPlane {
     pub fn new(conns: WorkerConns, callbacks: CallbackServer) -> Self {
-        RequestPlane { conns, callbacks }
+        RequestPlane { conns, nats: None, callbacks }
+    }
+
+    /// The same plane, publishing requests to NATS-registered workers with `nats`.
+    pub fn with_nats(mut self, nats: super::nats::NatsRequests) -> Self {
+        self.nats = Some(nats);
+        self
     }
 
     /// Send one request body (a `PreprocessedRequest`, or a Text model's OpenAI request) to the worker at `worker` (endpoint `endpoint_path`,
@@ -496,6 +528,25 @@ impl RequestPlane {
         request_id: &str,
         callback_deadline: Duration,
     ) -> Result<ResponseStream, TransportError> {
+        self.generate_to(
+            Route::Tcp { addr: worker, path: endpoint_path },
+            codec,
+            request,
+            request_id,
+            callback_deadline,
+        )
+        .await
+    }
+
+    /// [`RequestPlane::generate`] to a worker on either plane.
+    pub async fn generate_to<B: RequestBody + ?Sized>(
+        &self,
+        route: Route<'_>,
+        codec: Codec,
+        request: &B,
+        request_id: &str,
+        callback_deadline: Duration,
+    ) -> Result<ResponseStream, TransportError> {
         let subject = super::callback::new_subject();
         let stream = self.callbacks.register_as(&subject, codec, B::ITEMS, callback_deadline);
         let mut control = Vec::new();
@@ -503,10 +554,31 @@ impl RequestPlane {
         let body = request.encode_body(codec)?;
         let ts = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
         let ts = ts.to_string();
-        let headers = [("request-id", request_id), ("x-endpoint-path", endpoint_path), ("x-frontend-send-ts-ns", &ts)];
         // On error `stream` drops here: the subject goes, and a worker that already called
         // back is sent `kill`.
-        self.conns.send(worker, endpoint_path, &control, &body, &headers).await?;
+        match route {
+            Route::Tcp { addr, path } => {
+                let headers = [("request-id", request_id), ("x-endpoint-path", path), ("x-frontend-send-ts-ns", &ts)];
+                self.conns.send(addr, path, &control, &body, &headers).await?;
+            }
+            Route::Nats { subject } => {
+                let Some(nats) = &self.nats else {
+                    let detail = "the worker is on the NATS request plane; start with --request-plane nats".to_owned();
+                    return Err(TransportError::Plane(PlaneError::Protocol(detail)));
+                };
+                // 1.6.1 sends no endpoint path on NATS: the subject names the endpoint.
+                let headers = [("request-id", request_id), ("x-frontend-send-ts-ns", &ts)];
+                nats.request(subject, &headers, &control, &body).await?;
+            }
+        }
         Ok(stream)
     }
+}
+
+/// Where a request goes: a worker's TCP request-plane address and endpoint path, or its NATS
+/// subject.
+#[derive(Clone, Copy, Debug)]
+pub enum Route<'a> {
+    Tcp { addr: SocketAddr, path: &'a str },
+    Nats { subject: &'a str },
 }

@@ -243,6 +243,7 @@ pub fn kv_worker(id: u64) -> switchyard::registry::Worker {
     switchyard::registry::Worker {
         addr: "127.0.0.1:1".parse().unwrap(),
         path: format!("{id:x}/dynamo/backend/generate"),
+        nats_subject: None,
         codec: Default::default(),
         instance_id: id,
         cpu: false,

@@ -20,6 +20,10 @@
 #        SKIP_DYNAMO=1 leaves dynamo.frontend out; ROUNDS=0 only counts instructions;
 #        WORKLOADS=w2 runs only that workload; SKIP_CALLGRIND=1 leaves the counts out;
 #        KEEP_PROFILES=<dir> keeps the callgrind profiles there.
+#        NATS=1 adds two mockers on the NATS request plane (a real nats-server on CPU 1, their
+#        own file store) and runs every frontend a second time on `--request-plane nats`
+#        in front of them, in the same rounds; the last column is then nats-server's CPU
+#        per 1,000 requests (the hop every NATS request takes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "${1:-}" != "--inside" ]; then
@@ -40,6 +44,22 @@ for i in 1 2; do
     --request-plane tcp --event-plane zmq --speedup-ratio 10 >"$WORK/mocker$i.log" 2>&1 &
   PIDS+=($!)
 done
+# The TCP workers' store; the NATS workers register in their own, so that every frontend
+# sees only the workers of its plane.
+TCP_KV=$DYN_FILE_KV NATS_KV=$WORK/kv-nats NATS_PID=""
+PLANES=(tcp)
+if [ -n "${NATS:-}" ]; then
+  need nats-server
+  export NATS_SERVER=nats://127.0.0.1:14292
+  taskset -c 1 nats-server -a 127.0.0.1 -p 14292 >"$WORK/nats.log" 2>&1 &
+  NATS_PID=$!; PIDS+=($NATS_PID)
+  for i in 3 4; do
+    DYN_FILE_KV=$NATS_KV taskset -c 1 "$PY" -m dynamo.mocker --model-path "$MODEL_DIR" --model-name qwen3 \
+      --discovery-backend file --request-plane nats --event-plane zmq --speedup-ratio 10 >"$WORK/mocker$i.log" 2>&1 &
+    PIDS+=($!)
+  done
+  PLANES+=(nats)
+fi
 
 
 OFFSET=0
@@ -52,14 +72,16 @@ load() { # port workload rate duration → JSON
 measure() { # label port pid workload rate
   local label=$1 port=$2 pid=$3 w=$4 rate=$5
   load "$port" "$w" "$rate" 3 >/dev/null # warm-up
-  local i0 i1 c0 c1 s0 s1 out
+  local i0 i1 c0 c1 s0 s1 out n0=0 n1=0
   i0=$(cpu "$pid"); sleep 5; i1=$(cpu "$pid") # idle: background work without requests
   c0=$(cpu "$pid"); s0=$(user_sys "$pid")
+  [ -n "$NATS_PID" ] && n0=$(cpu "$NATS_PID")
   out=$(load "$port" "$w" "$rate" "$DURATION")
   c1=$(cpu "$pid"); s1=$(user_sys "$pid")
-  python3 - "$label" "$w" "$rate" "$c0" "$c1" "$i0" "$i1" "$out" "$s0" "$s1" <<'PYEOF'
+  [ -n "$NATS_PID" ] && n1=$(cpu "$NATS_PID")
+  python3 - "$label" "$w" "$rate" "$c0" "$c1" "$i0" "$i1" "$out" "$s0" "$s1" "$n0" "$n1" <<'PYEOF'
 import json, os, sys
-label, w, rate, c0, c1, i0, i1, out, s0, s1 = sys.argv[1:]
+label, w, rate, c0, c1, i0, i1, out, s0, s1, n0, n1 = sys.argv[1:]
 r = json.loads(out)
 ok = max(r["ok"], 1)
 cpu = (float(c1) - float(c0)) / 1e9
@@ -68,7 +90,8 @@ per_k = cpu * 1000 / ok
 tick = os.sysconf("SC_CLK_TCK")
 (u0, k0), (u1, k1) = (map(int, s0.split()), map(int, s1.split()))
 user_k, kern_k = (u1 - u0) / tick * 1000 / ok, (k1 - k0) / tick * 1000 / ok
-print(f"| {w.upper()} | {label} | {rate} | {r['ok']}/{r['sent']} | {per_k:.3f} | {user_k:.3f} | {kern_k:.3f} | {r['ttft_p50_ms']} | {r['ttft_p99_ms']} | {idle_ms_per_s:.2f} |")
+nats_k = (float(n1) - float(n0)) / 1e9 * 1000 / ok
+print(f"| {w.upper()} | {label} | {rate} | {r['ok']}/{r['sent']} | {per_k:.3f} | {user_k:.3f} | {kern_k:.3f} | {r['ttft_p50_ms']} | {r['ttft_p99_ms']} | {idle_ms_per_s:.2f} | {nats_k:.3f} |")
 PYEOF
 }
 
@@ -84,30 +107,38 @@ VARIANTS=("switchyard (1 shard)=$BIN")
 
 user_sys() { awk '{print $14, $15}' "/proc/$1/stat"; } # user, kernel: clock ticks
 
-echo "| workload | frontend | req/s | ok/sent | CPU-s per 1k req | user | kernel | TTFT p50 ms | TTFT p99 ms | idle CPU ms/s |"
-echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+echo "| workload | frontend | req/s | ok/sent | CPU-s per 1k req | user | kernel | TTFT p50 ms | TTFT p99 ms | idle CPU ms/s | nats-server CPU-s per 1k req |"
+echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 for _ in $(seq 1 "$ROUNDS"); do
   for w in $WORKLOADS; do
     rate=$RATE1; [ "$w" = w2 ] && rate=$RATE2
+    for plane in "${PLANES[@]}"; do
+    suffix=""
+    export DYN_FILE_KV=$TCP_KV
+    [ "$plane" = nats ] && { suffix=", NATS"; export DYN_FILE_KV=$NATS_KV; }
     for v in "${VARIANTS[@]}"; do
       SY_BIN=${v#*=}
+      SY_EXTRA=(--request-plane "$plane")
       start_switchyard 18290 taskset -c 0
       SY=$!
+      SY_EXTRA=()
       qwen3_listed 18290
-      measure "${v%%=*}" 18290 "$SY" "$w" "$rate"
+      measure "${v%%=*}$suffix" 18290 "$SY" "$w" "$rate"
       kill "$SY"; wait "$SY" 2>/dev/null || true
     done
     [ -n "${SKIP_DYNAMO:-}" ] && continue
-    taskset -c 0 "$PY" -m dynamo.frontend --discovery-backend file --request-plane tcp \
+    taskset -c 0 "$PY" -m dynamo.frontend --discovery-backend file --request-plane "$plane" \
       --http-host 127.0.0.1 --http-port 18291 >>"$WORK/dyn.log" 2>&1 &
     DY=$!
     qwen3_listed 18291
-    measure "dynamo.frontend 1.6.1" 18291 "$DY" "$w" "$rate"
+    measure "dynamo.frontend 1.6.1$suffix" 18291 "$DY" "$w" "$rate"
     kill "$DY"; wait "$DY" 2>/dev/null || true
+    done
   done
 done
 
 [ -n "${SKIP_CALLGRIND:-}" ] && exit 0
+export DYN_FILE_KV=$TCP_KV
 echo
 echo "| workload | build | switchyard instructions per request (callgrind, all threads) | requests |"
 echo "|---|---|---:|---:|"

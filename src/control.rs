@@ -178,8 +178,8 @@ impl Builder {
         // Cards that failed in this pass, by checksum: their other instances fail alike.
         let mut failed: HashMap<String, String> = HashMap::new();
         for served in &snap.served {
-            let nats = served.endpoint.transport.other.get("nats_tcp").and_then(serde_json::Value::as_str);
-            let (addr, path, nats_subject) = match (served.endpoint.tcp(), nats, self.nats_plane) {
+            let (addr, path, nats_subject) = match (served.endpoint.tcp(), served.endpoint.nats_tcp(), self.nats_plane)
+            {
                 (Some(tcp), _, false) => {
                     let Some(addr) = resolve(&tcp.addr) else {
                         let why = format!("model {}: cannot resolve worker address {}", served.model, tcp.addr);

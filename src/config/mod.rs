@@ -299,7 +299,7 @@ pub fn load(
     cfg.plane_tls.check(settings::PlaneRole::Frontend, &mut warnings).map_err(invalid)?;
     // 1.6.1 checks its NATS options when it connects to NATS: with `--event-plane nats`.
     if text(&cfg.parsed, "event_plane") == Some("nats") {
-        let server = env("NATS_SERVER").unwrap_or_else(|| "nats://localhost:4222".to_owned());
+        let server = nats_server(env);
         cfg.nats_tls.check(&server).map_err(invalid)?;
     }
     if let Some(server) = &cfg.request_plane_nats {
@@ -321,6 +321,11 @@ pub fn load(
         }
     }
     Ok((Action::Run, Some(cfg), warnings))
+}
+
+/// `NATS_SERVER`, or where Dynamo looks without it.
+fn nats_server(env: &dyn Fn(&str) -> Option<String>) -> String {
+    env("NATS_SERVER").unwrap_or_else(|| "nats://localhost:4222".to_owned())
 }
 
 fn int(p: &Parsed, dest: &str) -> Option<i64> {
@@ -500,8 +505,7 @@ fn typed(parsed: Parsed, env: &dyn Fn(&str) -> Option<String>) -> Result<Config,
             _ => None,
         },
         plane_tls: plane_tls(p, env),
-        request_plane_nats: (text(p, "request_plane") == Some("nats"))
-            .then(|| env("NATS_SERVER").unwrap_or_else(|| "nats://localhost:4222".to_owned())),
+        request_plane_nats: (text(p, "request_plane") == Some("nats")).then(|| nats_server(env)),
         nats_tls: settings::NatsTlsFiles {
             ca: text(p, "nats_tls_ca_cert_path").map(PathBuf::from),
             insecure: boolean(p, "nats_tls_insecure"),

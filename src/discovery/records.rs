@@ -146,6 +146,11 @@ impl EndpointRecord {
     pub fn tcp(&self) -> Option<TcpAddress> {
         TcpAddress::parse(self.transport.tcp.as_deref()?)
     }
+
+    /// The NATS subject, when the instance is on the NATS request plane (`nats_tcp`).
+    pub fn nats_tcp(&self) -> Option<&str> {
+        self.transport.other.get("nats_tcp").and_then(Value::as_str)
+    }
 }
 
 /// Request-plane body codec advertised by a worker.

@@ -16,14 +16,6 @@ enter_loopback_namespace "$0" "$@"
 scratch_dir
 PORT=18497
 
-fail() { # message log...: the message and the last lines of the logs
-  local msg=$1; shift
-  echo "FAIL: $msg" >&2
-  for log in "$@"; do echo "---- $(basename "$log")" >&2; tail -n 25 "$log" >&2; done
-  echo "FAIL: $msg (the logs above)" >&2 # again, last, where a truncated output still shows it
-  exit 1
-}
-
 t0=$SECONDS
 "$PY" -m dynamo.mocker --model-path "$MODEL_DIR" --model-name qwen3 --speedup-ratio 10 \
   --discovery-backend file --request-plane tcp --event-plane zmq >"$WORK/mocker.log" 2>&1 &

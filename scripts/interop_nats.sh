@@ -22,14 +22,6 @@ export NATS_SERVER=nats://127.0.0.1:14322
 PORT=18640
 CLIENT=(env PYTHONUNBUFFERED=1 "$PY" scripts/interop_client.py)
 
-fail() { # message log...: the message and the last lines of the logs
-  local msg=$1; shift
-  echo "FAIL: $msg" >&2
-  for log in "$@"; do echo "---- $(basename "$log")" >&2; tail -n 25 "$log" >&2; done
-  echo "FAIL: $msg (the logs above)" >&2
-  exit 1
-}
-
 start_nats() {
   nats-server -a 127.0.0.1 -p 14322 -js -sd "$WORK/js" >>"$WORK/nats.log" 2>&1 &
   NATS=$!; PIDS+=($NATS)

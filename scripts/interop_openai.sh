@@ -29,14 +29,6 @@ PORT=18493
 GPTOSS_DIR=$(dirname "$MODEL_DIR")/gptoss
 CLIENT=(env PYTHONUNBUFFERED=1 "$PY" scripts/interop_openai_client.py)
 
-fail() { # message log...: the message and the last lines of the logs
-  local msg=$1; shift
-  echo "FAIL: $msg" >&2
-  for log in "$@"; do echo "---- $(basename "$log")" >&2; tail -n 25 "$log" >&2; done
-  echo "FAIL: $msg (the logs above)" >&2 # again, last, where a truncated output still shows it
-  exit 1
-}
-
 listed() { # models (comma-separated): until the frontend on $PORT lists every one
   local all models
   IFS=, read -ra models <<<"$1"

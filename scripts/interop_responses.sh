@@ -20,14 +20,6 @@ scratch_dir
 default_file_store
 PORT=18497
 
-fail() { # message log...: the message and the last lines of the logs
-  local msg=$1; shift
-  echo "FAIL: $msg" >&2
-  for log in "$@"; do echo "---- $(basename "$log")" >&2; tail -n 25 "$log" >&2; done
-  echo "FAIL: $msg (the logs above)" >&2 # again, last, where a truncated output still shows it
-  exit 1
-}
-
 instances() { # how many generate endpoints the default store holds
   (find "$STORE/v1/instances" -name '*generate*' 2>/dev/null || true) | wc -l
 }

@@ -80,3 +80,13 @@ test_certs() {
   [ -f tests/data/tls/ca.pem ] || bash scripts/make-test-certs.sh >/dev/null || exit 1
   C=$PWD/tests/data/tls
 }
+
+# `fail MESSAGE LOG...`: the message, the last lines of each log, the message again (last,
+# where a truncated output still shows it); exit 1.
+fail() {
+  local msg=$1; shift
+  echo "FAIL: $msg" >&2
+  for log in "$@"; do echo "---- $(basename "$log")" >&2; tail -n 25 "$log" >&2; done
+  echo "FAIL: $msg (the logs above)" >&2
+  exit 1
+}

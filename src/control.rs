@@ -20,7 +20,7 @@
 //! and logged once, when it first appears; discovery rebuilds the Registry on every change,
 //! and a problem that stays is not logged again.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
@@ -167,6 +167,8 @@ impl Builder {
             limits,
             reasoning,
             tools,
+            prefill: None,
+            needs_prefill: needs(card, "prefill"),
         })
     }
 
@@ -177,6 +179,8 @@ impl Builder {
             snap.skipped.iter().map(|s| (s.bucket, s.file_name.clone(), s.reason.clone())).collect();
         // Cards that failed in this pass, by checksum: their other instances fail alike.
         let mut failed: HashMap<String, String> = HashMap::new();
+        // The prefill workers of each model (disaggregated serving), by model name.
+        let mut prefill: BTreeMap<String, Arc<Serving>> = BTreeMap::new();
         for served in &snap.served {
             let (addr, path, nats_subject) = match (served.endpoint.tcp(), served.endpoint.nats_tcp(), self.nats_plane)
             {
@@ -224,8 +228,13 @@ impl Builder {
                 cpu: served.endpoint.device_type.as_deref() == Some("cpu"),
                 dp_start: served.card.runtime_config.data_parallel_start_rank.unwrap_or(0),
                 dp_size: served.card.runtime_config.data_parallel_size.unwrap_or(1).max(1),
+                bootstrap: bootstrap_of(&served.card),
             };
-            if let Some(existing) = registry.serving.get_mut(&served.model) {
+            // Prefill workers serve no request of their own: they are kept apart and joined
+            // to their model's decode workers below.
+            let is_prefill = served.card.worker_type.as_deref() == Some("prefill");
+            let pool = if is_prefill { &mut prefill } else { &mut registry.serving };
+            if let Some(existing) = pool.get_mut(&served.model) {
                 Arc::make_mut(existing).workers.push(worker);
                 continue;
             }
@@ -237,7 +246,7 @@ impl Builder {
             match result {
                 Ok(mut serving) => {
                     serving.workers.push(worker);
-                    registry.serving.insert(served.model.clone(), Arc::new(serving));
+                    pool.insert(served.model.clone(), Arc::new(serving));
                 }
                 Err(e) => {
                     let why = format!("model {}: not served: {e}", served.model);
@@ -246,6 +255,7 @@ impl Builder {
                 }
             }
         }
+        join_prefill(&mut registry.serving, prefill, &mut problems);
         if self.min_workers > 1 {
             let (min, started) = (self.min_workers, &mut self.started);
             registry.serving.retain(|name, s| {
@@ -261,7 +271,7 @@ impl Builder {
             }
         }
         // Only models that can be served are listed.
-        registry.models.retain(|m| registry.serving.contains_key(&m.name));
+        registry.models.retain(|m| registry.serving.get(&m.name).is_some_and(|s| s.ready()));
         registry.skipped = BUCKETS.iter().map(|&b| (b, 0)).collect();
         for (bucket, _, _) in &problems {
             *registry.skipped.entry(bucket).or_insert(0) += 1;
@@ -285,6 +295,44 @@ impl Builder {
         self.reported = problems;
         lines
     }
+}
+
+/// Disaggregated serving: each model's prefill workers join its serving data (a model with
+/// prefill workers and no other worker is not served: 1.6.1 answers it 404).
+fn join_prefill(
+    serving: &mut BTreeMap<String, Arc<Serving>>,
+    prefill: BTreeMap<String, Arc<Serving>>,
+    problems: &mut BTreeSet<(&'static str, String, String)>,
+) {
+    for (model, pool) in prefill {
+        match serving.get_mut(&model) {
+            Some(s) if s.tokens.is_some() => Arc::make_mut(s).prefill = Some(pool),
+            Some(_) => {
+                let why = format!("model {model}: prefill workers of a model that is not tokenized here: not used");
+                problems.insert((BUCKET_MDC, model, why));
+            }
+            None => {}
+        }
+    }
+}
+
+/// Whether a card's `needs` (a list of alternatives, each a list of worker types) names
+/// `kind`.
+fn needs(card: &crate::discovery::records::ModelCard, kind: &str) -> bool {
+    card.needs.iter().any(|alt| match alt {
+        serde_json::Value::Array(types) => types.iter().any(|t| t.as_str() == Some(kind)),
+        serde_json::Value::String(t) => t == kind,
+        _ => false,
+    })
+}
+
+/// A prefill worker's rendezvous for the KV hand-off: its card's
+/// `runtime_config.disaggregated_endpoint` `{bootstrap_host, bootstrap_port}`.
+fn bootstrap_of(card: &crate::discovery::records::ModelCard) -> Option<Arc<crate::registry::Bootstrap>> {
+    let ep = card.runtime_config.extra.get("disaggregated_endpoint")?;
+    let host = ep.get("bootstrap_host")?.as_str()?.to_owned();
+    let port = u16::try_from(ep.get("bootstrap_port")?.as_u64()?).ok()?;
+    Some(Arc::new(crate::registry::Bootstrap { host, port }))
 }
 
 /// The `kv-events` and `kv_metrics` publishers (ZMQ endpoints, NATS subjects), the recovery
@@ -527,6 +575,71 @@ mod tests {
         }
         assert_eq!(registry.aliases.get("a1").map(String::as_str), Some("m"));
         assert!(registry.skipped.values().all(|&n| n == 0), "{:?}", registry.skipped);
+    }
+
+    /// A card of model `m` for instance `id` with a worker type and its needs, in its own
+    /// component (as the mocker registers prefill workers).
+    fn typed_card(id: u64, worker_type: &str, needs: &str, extra: serde_json::Value) -> (String, Vec<u8>) {
+        let v = serde_json::json!({
+            "type": "Model", "namespace": "dynamo", "component": "c", "endpoint": "generate", "instance_id": id,
+            "card_json": {"display_name": "m", "model_type": "Chat | Completions", "model_input": "Text",
+                "worker_type": worker_type, "needs": [[needs]], "runtime_config": extra},
+        });
+        (format!("dynamo/c/generate/{id:x}"), serde_json::to_vec(&v).unwrap())
+    }
+
+    #[test]
+    fn decode_workers_wait_for_prefill_workers_and_prefill_workers_serve_nothing_alone() {
+        let boot =
+            serde_json::json!({"disaggregated_endpoint": {"bootstrap_host": "10.0.0.9", "bootstrap_port": 7001}});
+        let decode = typed_card(1, "decode", "prefill", serde_json::json!({}));
+        let prefill = typed_card(2, "prefill", "decode", boot);
+        let (e1, e2) = (endpoint(1), endpoint(2));
+        let build_with = |records: &[(&'static str, &(String, Vec<u8>))]| {
+            let snap = snapshot(records);
+            let mut registry = Catalog::default().registry(&snap, SystemTime::now());
+            builder().add_serving(&mut registry, &snap);
+            registry
+        };
+        // Decode workers alone: known (503 "not ready", as 1.6.1), not listed.
+        let r = build_with(&[(BUCKET_MDC, &decode), (BUCKET_INSTANCES, &e1)]);
+        assert!(r.models.is_empty(), "{:?}", r.models);
+        let s = &r.serving["m"];
+        assert!(s.needs_prefill && s.prefill.is_none() && !s.ready(), "{s:?}");
+        // Prefill workers alone: unknown (404, as 1.6.1).
+        let r = build_with(&[(BUCKET_MDC, &prefill), (BUCKET_INSTANCES, &e2)]);
+        assert!(r.models.is_empty() && r.serving.is_empty(), "{:?}", r.serving.keys());
+        // Both: the prefill worker never serves a request of its own. (A Text model's
+        // prefill workers are not used: only a tokenized request is handed off.)
+        let r = build_with(&[
+            (BUCKET_MDC, &decode),
+            (BUCKET_MDC, &prefill),
+            (BUCKET_INSTANCES, &e1),
+            (BUCKET_INSTANCES, &e2),
+        ]);
+        let ids: Vec<u64> = r.serving["m"].workers.iter().map(|w| w.instance_id).collect();
+        assert_eq!(ids, [1]);
+        assert_eq!(r.skipped.get(BUCKET_MDC), Some(&1), "{:?}", r.skipped);
+    }
+
+    #[test]
+    fn a_prefill_card_names_its_rendezvous_and_its_needs() {
+        let parse = |v: serde_json::Value| -> crate::discovery::records::ModelCard {
+            serde_json::from_value(serde_json::json!({"display_name": "m", "model_type": "", "runtime_config": v["rc"], "needs": v["needs"]})).unwrap()
+        };
+        let c = parse(
+            serde_json::json!({"rc": {"disaggregated_endpoint": {"bootstrap_host": "h", "bootstrap_port": 9}}, "needs": [["decode"]]}),
+        );
+        assert_eq!(bootstrap_of(&c).as_deref(), Some(&crate::registry::Bootstrap { host: "h".into(), port: 9 }));
+        assert!(needs(&c, "decode") && !needs(&c, "prefill"));
+        let c = parse(
+            serde_json::json!({"rc": {"disaggregated_endpoint": {"bootstrap_host": "h", "bootstrap_port": 70000}}, "needs": []}),
+        );
+        assert_eq!(bootstrap_of(&c), None, "a port out of range is no rendezvous");
+        assert!(!needs(&c, "decode"));
+        let c = parse(serde_json::json!({"rc": {}, "needs": [["encode"], ["prefill", "encode"]]}));
+        assert_eq!(bootstrap_of(&c), None);
+        assert!(needs(&c, "prefill"));
     }
 
     #[test]

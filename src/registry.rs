@@ -34,6 +34,16 @@ pub struct Worker {
     /// one rank, 0, when the card says nothing). The kv router picks a rank.
     pub dp_start: u32,
     pub dp_size: u32,
+    /// A prefill worker's KV hand-off rendezvous (its card's
+    /// `runtime_config.disaggregated_endpoint`), sent to both legs as `bootstrap_info`.
+    pub bootstrap: Option<std::sync::Arc<Bootstrap>>,
+}
+
+/// Where a prefill worker waits for its decode worker to fetch the prompt's KV blocks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Bootstrap {
+    pub host: String,
+    pub port: u16,
 }
 
 impl Worker {
@@ -118,6 +128,19 @@ pub struct Serving {
     /// The tool-call parser of the card's `runtime_config.tool_call_parser` (Tokens models);
     /// used when a request offers tools.
     pub tools: Option<crate::parsers::tools::Format>,
+    /// Disaggregated serving: the model's prefill workers (their own card checksum and
+    /// limits), each request prefilled there before `workers` decode it.
+    pub prefill: Option<std::sync::Arc<Serving>>,
+    /// The workers' cards say they need prefill workers (`needs: [["prefill"]]`): without
+    /// any, the model is not listed and its requests are answered 503, as 1.6.1 answers.
+    pub needs_prefill: bool,
+}
+
+impl Serving {
+    /// Requests can be served now: workers, and prefill workers when they are needed.
+    pub fn ready(&self) -> bool {
+        !self.workers.is_empty() && (!self.needs_prefill || self.prefill.is_some())
+    }
 }
 
 /// What the frontend can serve right now.

@@ -108,4 +108,5 @@ def hello(b):
         return "  [ClientHello cut short]"
 
 
-main()
+if __name__ == "__main__":
+    main()

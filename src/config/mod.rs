@@ -692,6 +692,17 @@ mod tests {
     }
 
     #[test]
+    fn the_built_in_prefill_and_decode_selection_only() {
+        for flag in ["--router-prefill-policy", "--router-decode-policy"] {
+            assert!(run(&[flag, "default"], &[]).is_ok(), "{flag}");
+            let e = run(&[flag, "cache-first"], &[]).unwrap_err();
+            assert!(e.message.contains(&format!("{flag} cache-first")), "{}", e.message);
+        }
+        let e = run(&["--router-mode", "kv", "--router-conditional-disagg"], &[]).unwrap_err();
+        assert!(e.message.contains("--router-conditional-disagg true"), "{}", e.message);
+    }
+
+    #[test]
     fn request_plane_nats() {
         assert_eq!(run(&[], &[]).unwrap().request_plane_nats, None);
         let c = run(&["--request-plane", "nats"], &[]).unwrap();

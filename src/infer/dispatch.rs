@@ -26,7 +26,7 @@ use crate::router::session::{AffinityMode, Lease};
 use crate::router::{InFlight, Mode};
 use crate::shard::ShardCtx;
 use crate::transport::callback::{ResponseStream, StreamItem};
-use crate::transport::client::{RequestBody, Route, TransportError};
+use crate::transport::client::{RequestBody, Route, Routed, TransportError};
 
 /// Most workers one request is tried on.
 pub const MAX_ATTEMPTS: usize = 3;
@@ -276,6 +276,11 @@ pub async fn dispatch<B: RequestBody>(
         });
         let worker = serving.workers[i].clone();
         tried.push(worker.instance_id);
+        wire.routed(Routed {
+            instance_id: worker.instance_id,
+            dp_size: worker.dp_size,
+            bootstrap: worker.bootstrap.as_deref().map(|b| (b.host.as_str(), b.port)),
+        });
         let in_flight = ctx.router.dispatch(worker.instance_id);
         let deadline = ctx.shared.config.worker_callback_timeout.unwrap_or(Duration::MAX);
         let route = match &worker.nats_subject {
@@ -294,58 +299,61 @@ pub async fn dispatch<B: RequestBody>(
                 continue;
             }
         };
-        let first_item = async {
-            loop {
-                match stream.next().await {
-                    Some(Ok(StreamEvent::Handshake(_) | StreamEvent::Prologue(_))) => continue,
-                    other => break other,
+        let first = if wire.waits_for_first_item() {
+            let first_item = async {
+                loop {
+                    match stream.next().await {
+                        Some(Ok(StreamEvent::Handshake(_) | StreamEvent::Prologue(_))) => continue,
+                        other => break other,
+                    }
                 }
-            }
-        };
-        let first = match ctx.shared.config.backend_stream_timeout {
-            None => first_item.await,
-            Some(after) => monoio::select! {
-                first = first_item => first,
-                _ = monoio::time::sleep(after) => {
-                    // DYN_HTTP_BACKEND_STREAM_TIMEOUT_SECS: nothing from the worker in time.
-                    crate::log::warn(&format!("worker {:x} sent nothing for {after:?}", worker.instance_id));
-                    ctx.router.inhibit(worker.instance_id);
-                    return Err(super::choice::response_timeout());
+            };
+            let first = match ctx.shared.config.backend_stream_timeout {
+                None => first_item.await,
+                Some(after) => monoio::select! {
+                    first = first_item => first,
+                    _ = monoio::time::sleep(after) => {
+                        // DYN_HTTP_BACKEND_STREAM_TIMEOUT_SECS: nothing from the worker in time.
+                        crate::log::warn(&format!("worker {:x} sent nothing for {after:?}", worker.instance_id));
+                        ctx.router.inhibit(worker.instance_id);
+                        return Err(super::choice::response_timeout());
+                    },
                 },
-            },
-        };
-        match first {
-            Some(Err(e)) => {
+            };
+            if let Some(Err(e)) = first {
                 if !on_failure(ctx, model, &worker, &e, true) {
                     return Err(e.into());
                 }
                 moving.began();
                 last = Some(e);
+                continue;
             }
-            first => {
-                if let Some(b) = booking.as_mut() {
-                    b.prefill_done();
-                }
-                moving.end(true);
-                // A new session is bound here; one whose worker was gone, failed or (soft)
-                // busy is bound anew here.
-                let lease = session.and_then(|id| ctx.sessions.bind(id, worker.instance_id));
-                return Ok(Started {
-                    request,
-                    request_id,
-                    worker: worker.instance_id,
-                    in_flight: Some(in_flight),
-                    booking,
-                    lease,
-                    stream,
-                    first: Some(first),
-                    ctx: ctx.clone(),
-                });
+            if let Some(b) = booking.as_mut() {
+                b.prefill_done();
             }
-        }
+            Some(first)
+        } else {
+            // Started once acknowledged (a prefill leg whose decode leg must go out at once).
+            None
+        };
+        moving.end(true);
+        // A new session is bound here; one whose worker was gone, failed or (soft) busy is
+        // bound anew here.
+        let lease = session.and_then(|id| ctx.sessions.bind(id, worker.instance_id));
+        return Ok(Started {
+            request,
+            request_id,
+            worker: worker.instance_id,
+            in_flight: Some(in_flight),
+            booking,
+            lease,
+            stream,
+            first,
+            ctx: ctx.clone(),
+        });
     }
     Err(match last {
         Some(e) => e.into(),
-        None => Error::new(Kind::ServiceUnavailable, format!("Model `{model}` is not ready to serve requests yet")),
+        None => super::resolve::not_ready(model),
     })
 }

@@ -24,6 +24,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use smallvec::SmallVec;
 
 use super::choice::{Choice, Frame, Inactivity, Mode, ShardTokenizer, TokenState};
+use super::disagg::dispatch_tokens;
 use super::dispatch::dispatch;
 use super::migrate::Migration;
 use super::preprocess;
@@ -443,8 +444,8 @@ async fn choices(
             if prepared.prompts.len() == 1 && n == 1 {
                 let mut p = prepared.prompts.into_iter().next().expect("one prompt");
                 let prompt_tokens = p.wire.token_ids.len() as u32;
-                let started =
-                    dispatch(ctx, model, serving, req.pinned, req.session.as_deref(), &mut *p.wire, new_uuid()).await?;
+                let (pinned, session) = (req.pinned, req.session.as_deref());
+                let started = dispatch_tokens(ctx, model, serving, pinned, session, &mut p.wire, new_uuid()).await?;
                 let migration = Migration::new(ctx, serving, p.wire, req.pinned.is_some(), started.request);
                 // The only choice: it takes the stop conditions rather than a copy.
                 let choice = Choice::new(0, started, state(prompt_tokens, prepared.stop), p.echo, migration)
@@ -463,9 +464,9 @@ async fn choices(
                     let (ctx, serving, pinned, session) =
                         (ctx.clone(), serving.clone(), req.pinned, req.session.clone());
                     let handle = monoio::spawn(async move {
-                        let r =
-                            dispatch(&ctx, &serving.name, &serving, pinned, session.as_deref(), &mut *wire, new_uuid())
-                                .await;
+                        let session = session.as_deref();
+                        let r = dispatch_tokens(&ctx, &serving.name, &serving, pinned, session, &mut wire, new_uuid())
+                            .await;
                         (r, wire)
                     });
                     pending.push((index, handle, p.echo.clone()));

@@ -152,7 +152,8 @@ impl Migration {
         stop.min_tokens = self.min_tokens.map(|n| n.saturating_sub(self.generated));
         let (ctx, serving, request) = (self.ctx.clone(), self.serving.clone(), self.request);
         self.resend = Some(Box::pin(async move {
-            let started = dispatch::dispatch(&ctx, &serving.name, &serving, None, None, &mut *wire, request).await;
+            let started =
+                super::disagg::dispatch_tokens(&ctx, &serving.name, &serving, None, None, &mut wire, request).await;
             (started, wire)
         }));
         true

@@ -12,6 +12,7 @@
 //! | resolve | [`resolve`] | the model in the shard's Registry snapshot (404), its workers (503), its input kind |
 //! | preprocess | [`preprocess`] | chat template and tokenization with this shard's tokenizer → the wire request, one per prompt |
 //! | route + dispatch | [`dispatch`] | the `--router-mode` choice, the request plane, retries on another worker until one answers |
+//! | (disaggregated) | [`disagg`] | a model with prefill workers: the prefill leg, then the decode leg with its hand-off |
 //! | postprocess | [`choice`] | worker frames → events: incremental detokenization, stops, logprobs, usage |
 //!
 //! [`Generation`] merges the choices of a request (OpenAI `n`, a batch of prompts) into one
@@ -25,6 +26,7 @@
 
 pub mod choice;
 pub mod count;
+pub mod disagg;
 pub mod dispatch;
 pub mod generation;
 pub mod logprobs;

@@ -139,6 +139,8 @@ pub(super) async fn tokens(
         annotations: std::mem::take(&mut req.annotations),
         routing: Some(std::mem::take(&mut req.routing)),
         router_config_override: None,
+        prefill_result: None,
+        bootstrap_info: None,
         extra_args: req.extra_args.take(),
         router: req.router.take(),
         mm_processor_kwargs: req.mm_processor_kwargs.take(),

@@ -1,7 +1,8 @@
 //! Stage 1, resolve: the model a request names, in the shard's Registry snapshot.
 //!
-//! Unknown: 404 `Model not found`. Known but without a live worker: 503 `Model `x` is not
-//! ready to serve requests yet` (Dynamo 1.6.1's texts). The one place that looks a model up
+//! Unknown: 404 `Model not found`. Known but without a live worker (or a disaggregated model
+//! without prefill workers): 503 `Model `x` is not ready to serve requests yet. …` (Dynamo
+//! 1.6.1's texts). The one place that looks a model up
 //! for inference; adapters that must know the model's kind before building their request
 //! (KServe's tensor models) call it first and then [`super::run_resolved`].
 
@@ -45,11 +46,55 @@ impl Resolved {
 /// Find `model` in `registry`, with at least one worker.
 pub fn resolve(registry: &Registry, model: &str) -> Result<Resolved, Error> {
     let serving = registry.serving.get(model).ok_or_else(|| Error::new(Kind::NotFound, "Model not found"))?;
-    if serving.workers.is_empty() {
-        return Err(Error::new(
-            Kind::ServiceUnavailable,
-            format!("Model `{model}` is not ready to serve requests yet"),
-        ));
+    if !serving.ready() {
+        return Err(not_ready(model));
     }
     Ok(Resolved { serving: serving.clone() })
+}
+
+/// 1.6.1's answer for a model that is known but cannot be served yet: no live worker, or
+/// decode workers waiting for prefill workers.
+pub fn not_ready(model: &str) -> Error {
+    Error::new(
+        Kind::ServiceUnavailable,
+        format!(
+            "Model `{model}` is not ready to serve requests yet. The deployment may still be starting up or is \
+             not fully provisioned. Please retry shortly."
+        ),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decode_workers_without_prefill_workers_are_not_ready() {
+        let serving = Serving {
+            name: "m".into(),
+            tokens: None,
+            tensor: None,
+            workers: crate::router::test_workers(1, &[]),
+            mdc_sum: None,
+            limits: Default::default(),
+            reasoning: None,
+            tools: None,
+            prefill: None,
+            needs_prefill: true,
+        };
+        let mut registry = Registry::default();
+        registry.serving.insert("m".into(), Arc::new(serving));
+        let e = resolve(&registry, "m").unwrap_err();
+        assert_eq!(e.kind(), Kind::ServiceUnavailable);
+        assert_eq!(
+            e.message(),
+            "Model `m` is not ready to serve requests yet. The deployment may still be starting up or is not \
+             fully provisioned. Please retry shortly."
+        );
+        let mut with_prefill = (*registry.serving["m"]).clone();
+        with_prefill.prefill = Some(registry.serving["m"].clone());
+        registry.serving.insert("m".into(), Arc::new(with_prefill));
+        assert!(resolve(&registry, "m").is_ok());
+        assert_eq!(resolve(&registry, "x").unwrap_err().kind(), Kind::NotFound);
+    }
 }

@@ -28,7 +28,7 @@ pub fn known(registry: &Registry, name: &str, version: &str) -> Result<(), Error
 }
 
 fn ready(registry: &Registry, name: &str) -> bool {
-    registry.serving.get(name).is_some_and(|s| !s.workers.is_empty())
+    registry.serving.get(name).is_some_and(|s| s.ready())
 }
 
 pub fn model_ready(registry: &Registry, req: ModelReadyRequest) -> Result<ModelReadyResponse, Error> {

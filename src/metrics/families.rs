@@ -115,6 +115,9 @@ pub struct ModelStats {
     /// Migratable worker failures (`migration_total`), by `migration_type`: a request not
     /// yet answering (retried elsewhere) and an answer under way.
     pub migrations: [u64; 2],
+    /// Disaggregated serving's legs, `[prefill, decode][ok, failed, failed after the
+    /// hand-off]` (the last only for prefill legs handed off through a rendezvous).
+    pub disaggregated: [[u64; 3]; 2],
     /// Requests that stopped migrating for `--migration-max-seq-len`.
     pub migration_max_seq_len_exceeded: u64,
     /// How long each migration took to continue on another worker (or to fail to):
@@ -137,6 +140,7 @@ impl Default for ModelStats {
             active: 0,
             output_tokens: 0,
             migrations: [0; 2],
+            disaggregated: [[0; 3]; 2],
             migration_max_seq_len_exceeded: 0,
             migration_seconds: std::array::from_fn(|_| std::array::from_fn(|_| Histogram::new(MIGRATION_BUCKETS))),
             ttft: Histogram::new(TTFT_BUCKETS),
@@ -164,6 +168,9 @@ impl ModelStats {
         self.output_tokens += o.output_tokens;
         self.migrations[0] += o.migrations[0];
         self.migrations[1] += o.migrations[1];
+        for (mine, theirs) in self.disaggregated.iter_mut().flatten().zip(o.disaggregated.iter().flatten()) {
+            *mine += theirs;
+        }
         self.migration_max_seq_len_exceeded += o.migration_max_seq_len_exceeded;
         for (mine, theirs) in self.migration_seconds.iter_mut().flatten().zip(o.migration_seconds.iter().flatten()) {
             mine.merge(theirs);
@@ -319,6 +326,22 @@ pub fn render(blocks: &mut Blocks, prefix: &str, models: &BTreeMap<String, Model
                     escape(model),
                     m.migrations[t]
                 );
+            }
+        }
+    }
+    // switchyard's own family (1.6.1 has no count of disaggregated legs).
+    let name = "switchyard_disaggregated_legs_total";
+    if models.values().any(|m| m.disaggregated.iter().flatten().any(|n| *n > 0)) {
+        let help = "Legs of disaggregated requests sent, by worker type and outcome";
+        let out = block(blocks, name, "counter", help);
+        for (leg, kind) in ["prefill", "decode"].iter().enumerate() {
+            for (k, outcome) in ["ok", "failed", "failed_after_handoff"].iter().enumerate() {
+                for (model, m) in models.iter().filter(|(_, m)| m.disaggregated[leg][k] > 0) {
+                    let n = m.disaggregated[leg][k];
+                    let model = escape(model);
+                    let _ =
+                        writeln!(out, "{name}{{model=\"{model}\",worker_type=\"{kind}\",outcome=\"{outcome}\"}} {n}");
+                }
             }
         }
     }

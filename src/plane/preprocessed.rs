@@ -27,6 +27,14 @@ pub struct PreprocessedRequest {
     /// Always present, `nil` in every capture. (The rarely set JSON members are boxed: they
     /// keep the request under 1 KB, a small allocation.)
     pub router_config_override: Option<Box<serde_json::Value>>,
+    /// Disaggregated serving, to a decode worker: what its prefill worker answered
+    /// (`{disaggregated_params, prompt_tokens_details}`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prefill_result: Option<Box<serde_json::Value>>,
+    /// Disaggregated serving, to both legs: the prefill worker's KV rendezvous
+    /// (`{bootstrap_host, bootstrap_port, bootstrap_room, handoff_id}`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bootstrap_info: Option<Box<BootstrapInfo>>,
     /// Options 1.6.1 forwards outside the typed groups: `{"nvext": {cache_salt, extra_fields,
     /// metadata_upload, token_in}, "sampling_options": {detokenize, allowed_token_ids,
     /// bad_words_token_ids, logprob_token_ids}}`, each member only when set.
@@ -147,4 +155,63 @@ pub struct RoutingHints {
     pub allowed_worker_ids: Option<Vec<u64>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub routing_constraints: Option<serde_json::Value>,
+}
+
+/// `bootstrap_info`: where the two legs of a disaggregated request meet to move its KV blocks.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BootstrapInfo {
+    pub bootstrap_host: String,
+    pub bootstrap_port: u16,
+    /// Random in `0..=i64::MAX`, congruent to the prefill rank modulo the worker's ranks.
+    pub bootstrap_room: u64,
+    /// A UUID: 16 bytes in msgpack, the hyphenated text in JSON (as a Rust `Uuid` serializes).
+    #[serde(with = "uuid_bytes")]
+    pub handoff_id: u128,
+}
+
+/// A `u128` UUID as the `uuid` crate serializes one: bytes (big-endian) for binary formats,
+/// hyphenated text for human-readable ones.
+mod uuid_bytes {
+    use serde::de::Error as _;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &u128, s: S) -> Result<S::Ok, S::Error> {
+        if s.is_human_readable() {
+            s.serialize_str(&crate::util::format_uuid(*v))
+        } else {
+            s.serialize_bytes(&v.to_be_bytes())
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u128, D::Error> {
+        if d.is_human_readable() {
+            let s = String::deserialize(d)?;
+            u128::from_str_radix(&s.replace('-', ""), 16).map_err(D::Error::custom)
+        } else {
+            let b = serde_bytes_vec(d)?;
+            let a: [u8; 16] = b.as_slice().try_into().map_err(|_| D::Error::custom("a UUID is 16 bytes"))?;
+            Ok(u128::from_be_bytes(a))
+        }
+    }
+
+    fn serde_bytes_vec<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Vec<u8>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("16 bytes")
+            }
+            fn visit_bytes<E: serde::de::Error>(self, v: &[u8]) -> Result<Vec<u8>, E> {
+                Ok(v.to_vec())
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut a: A) -> Result<Vec<u8>, A::Error> {
+                let mut out = Vec::new();
+                while let Some(b) = a.next_element::<u8>()? {
+                    out.push(b);
+                }
+                Ok(out)
+            }
+        }
+        d.deserialize_bytes(V)
+    }
 }

@@ -66,13 +66,21 @@ pub fn preprocessed_request(req: &PreprocessedRequest) -> Result<Vec<u8>, PlaneE
     // which are skipped when `None`.
     let optional = [
         req.routing.is_some(),
+        req.prefill_result.is_some(),
+        req.bootstrap_info.is_some(),
         req.extra_args.is_some(),
         req.router.is_some(),
         req.mm_processor_kwargs.is_some(),
         req.media_io_kwargs.is_some(),
         req.request_timestamp_ms.is_some(),
     ];
-    out.push(0x80 | (9 + optional.iter().filter(|&&b| b).count() as u8));
+    let keys = 9 + optional.iter().filter(|&&b| b).count();
+    if keys < 16 {
+        out.push(0x80 | keys as u8);
+    } else {
+        out.push(0xde); // map 16
+        out.extend_from_slice(&(keys as u16).to_be_bytes());
+    }
     key(&mut out, "model");
     str(&mut out, &req.model);
     key(&mut out, "token_ids");
@@ -104,6 +112,14 @@ pub fn preprocessed_request(req: &PreprocessedRequest) -> Result<Vec<u8>, PlaneE
     }
     key(&mut out, "router_config_override");
     rmp_serde::encode::write_named(&mut out, &req.router_config_override).map_err(err)?;
+    if let Some(p) = &req.prefill_result {
+        key(&mut out, "prefill_result");
+        rmp_serde::encode::write_named(&mut out, p).map_err(err)?;
+    }
+    if let Some(b) = &req.bootstrap_info {
+        key(&mut out, "bootstrap_info");
+        rmp_serde::encode::write_named(&mut out, b).map_err(err)?;
+    }
     let values = [
         ("extra_args", &req.extra_args),
         ("router", &req.router),
@@ -276,6 +292,13 @@ mod tests {
         }
         // The trailing keys sent only when set, alone and together.
         let full = PreprocessedRequest {
+            prefill_result: Some(Box::new(serde_json::json!({"disaggregated_params": "dummy"}))),
+            bootstrap_info: Some(Box::new(crate::plane::preprocessed::BootstrapInfo {
+                bootstrap_host: "h".into(),
+                bootstrap_port: 7,
+                bootstrap_room: 1 << 62,
+                handoff_id: 0x0123_4567_89ab_cdef_0123_4567_89ab_cdef,
+            })),
             extra_args: Some(Box::new(
                 serde_json::json!({"nvext": {"cache_salt": "s"}, "sampling_options": {"detokenize": false}}),
             )),
@@ -288,6 +311,8 @@ mod tests {
         same(&full);
         same(&PreprocessedRequest { router: full.router.clone(), ..Default::default() });
         same(&PreprocessedRequest { request_timestamp_ms: Some(0.25), ..Default::default() });
+        same(&PreprocessedRequest { prefill_result: full.prefill_result.clone(), ..Default::default() });
+        same(&PreprocessedRequest { bootstrap_info: full.bootstrap_info.clone(), ..Default::default() });
     }
 
     fn control_both_ways(id: &str, codec: Codec, address: &str, subject: &str) -> (Vec<u8>, Vec<u8>) {

@@ -262,6 +262,7 @@ pub(crate) fn test_workers(n: usize, cpu: &[usize]) -> Vec<Worker> {
             cpu: cpu.contains(&i),
             dp_start: 0,
             dp_size: 1,
+            bootstrap: None,
         })
         .collect()
 }

@@ -114,7 +114,7 @@ pub async fn metrics(ctx: &ShardCtx, keys: Option<&crate::auth::Keys>) -> Respon
         .serving
         .iter()
         .filter(|(name, s)| **name == s.name)
-        .map(|(name, s)| metrics::ServedModel { name, ready: !s.workers.is_empty(), migration_limit, limits: s.limits })
+        .map(|(name, s)| metrics::ServedModel { name, ready: s.ready(), migration_limit, limits: s.limits })
         .collect();
     let skipped: Vec<(&str, u64)> = registry.skipped.iter().map(|(b, n)| (*b, *n)).collect();
     let discovery = metrics::Discovery { skipped: &skipped };

@@ -457,10 +457,29 @@ pub trait RequestBody: serde::Serialize {
     /// Names the data-parallel rank the router chose (`routing.dp_rank`).
     fn set_dp_rank(&mut self, _rank: u32) {}
 
+    /// Told which worker it is about to be sent to (after [`RequestBody::set_dp_rank`]).
+    fn routed(&mut self, _to: Routed<'_>) {}
+
+    /// Whether the sender waits for the worker's first item before the request counts as
+    /// started (else it has started once the worker acknowledged it).
+    fn waits_for_first_item(&self) -> bool {
+        true
+    }
+
     /// The body's bytes in `codec`.
     fn encode_body(&self, codec: Codec) -> Result<Vec<u8>, PlaneError> {
         codec.encode(self)
     }
+}
+
+/// The worker a request is about to be sent to, as [`RequestBody::routed`] is told.
+#[derive(Clone, Copy, Debug)]
+pub struct Routed<'a> {
+    pub instance_id: u64,
+    /// Its number of data-parallel ranks.
+    pub dp_size: u32,
+    /// Its KV rendezvous (a prefill worker's `disaggregated_endpoint`): host and port.
+    pub bootstrap: Option<(&'a str, u16)>,
 }
 
 /// `model_input = Tokens`: answered with `LLMEngineOutput` items.

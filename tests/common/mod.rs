@@ -249,6 +249,7 @@ pub fn kv_worker(id: u64) -> switchyard::registry::Worker {
         cpu: false,
         dp_start: 0,
         dp_size: 1,
+        bootstrap: None,
     }
 }
 

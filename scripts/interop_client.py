@@ -203,15 +203,17 @@ def cmd_gone(a):
 def cmd_prefix(a):
     """A prefix-sharing workload: `--families` long shared prefixes, each request one of them
     plus a short unique tail (fixed seed), `--concurrency` at a time. Prints the cached-token
-    ratio: sum of usage.prompt_tokens_details.cached_tokens / sum of prompt tokens."""
+    ratio: sum of usage.prompt_tokens_details.cached_tokens / sum of prompt tokens. A
+    comma-separated `--base-url` sends request i to URL i mod N (frontend replicas behind a
+    round-robin client)."""
     import random
     import threading
     rng = random.Random(a.seed)
     words = ("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november "
              "oscar papa quebec romeo sierra tango uniform victor whiskey xray yankee zulu").split()
     families = [" ".join(rng.choice(words) for _ in range(a.prefix_words)) for _ in range(a.families)]
-    jobs = [(rng.randrange(a.families), " ".join(rng.choice(words) for _ in range(8))) for _ in range(a.requests)]
-    c = client(a.base_url)
+    jobs = [(i, rng.randrange(a.families), " ".join(rng.choice(words) for _ in range(8))) for i in range(a.requests)]
+    clients = [client(u) for u in a.base_url.split(",")]
     totals = {"prompt": 0, "cached": 0, "errors": 0}
     lock = threading.Lock()
     it = iter(jobs)
@@ -222,9 +224,9 @@ def cmd_prefix(a):
                 job = next(it, None)
             if job is None:
                 return
-            f, tail = job
+            i, f, tail = job
             try:
-                r = c.chat.completions.create(model=a.model, max_tokens=2, messages=[
+                r = clients[i % len(clients)].chat.completions.create(model=a.model, max_tokens=2, messages=[
                     {"role": "system", "content": f"Family {f}. {families[f]}"},
                     {"role": "user", "content": tail}])
                 details = r.usage.prompt_tokens_details

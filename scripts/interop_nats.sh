@@ -8,7 +8,9 @@
 #   2. a client that leaves mid-stream: counted as a cancellation, nothing left in flight;
 #   3. a frontend on the TCP plane in front of the NATS worker does not list it, and says why;
 #   4. the NATS server stopped: a request ends with a clean 503 (no hang); started again, the
-#      next requests are answered (switchyard dials again; the worker reconnects by itself).
+#      next requests are answered (switchyard dials again; the worker reconnects by itself);
+#   5. a kv-mode switchyard started after the worker has cached prompts restores the worker's
+#      tree through its recovery endpoint on NATS (docs/dynamo/kv-routing.md, recovery).
 # Runs in a loopback-only network namespace (root), like the other interop scripts.
 # Usage: bash scripts/interop_nats.sh   (SWITCHYARD_BIN=<binary>, else a release build)
 set -euo pipefail
@@ -111,4 +113,25 @@ done
 [ -n "$ok" ] || fail "no request succeeded within 30 s of NATS starting again" "$WORK/switchyard.log" "$WORK/mocker.log"
 "${CLIENT[@]}" check --base-url "http://127.0.0.1:$PORT/v1" --model qwen3 ||
   fail "the OpenAI SDK after NATS came back" "$WORK/switchyard.log"
+echo "== 5. kv routing restores the worker's cached blocks over the NATS request plane"
+# The worker's cache holds the prompts above; a kv-mode switchyard started now asks for them
+# through the worker's worker_kv_query_source endpoint, published on its NATS subject.
+"$BIN" --discovery-backend file --request-plane nats --router-mode kv --http-host 127.0.0.1 \
+  --http-port $((PORT + 3)) --shards 1 >"$WORK/switchyard-kv.log" 2>&1 &
+KVFE=$!; PIDS+=($KVFE)
+model_listed $((PORT + 3)) qwen3 || fail "a kv-mode switchyard did not list the NATS worker's model" "$WORK/switchyard-kv.log"
+kvmetric() { curl -s "127.0.0.1:$((PORT + 3))/metrics" | awk -v n="$1" '$1 == n {print $NF}'; }
+recovered="" blocks=""
+for _ in $(seq 1 100); do
+  recovered=$(kvmetric switchyard_kv_ingest_recoveries_total)
+  blocks=$(kvmetric switchyard_kv_index_blocks)
+  [ "${recovered:-0}" -ge 1 ] && [ "${blocks:-0}" -ge 1 ] && break
+  sleep 0.1
+done
+[ "${recovered:-0}" -ge 1 ] && [ "${blocks:-0}" -ge 1 ] ||
+  fail "no tree restored over NATS: recoveries '$recovered', index blocks '$blocks', failures '$(kvmetric switchyard_kv_ingest_recovery_failures_total)'" \
+    "$WORK/switchyard-kv.log" "$WORK/mocker.log"
+"${CLIENT[@]}" ids --base-url "http://127.0.0.1:$((PORT + 3))/v1" --model qwen3 --n 2 >/dev/null ||
+  fail "a request through the kv-mode switchyard on NATS" "$WORK/switchyard-kv.log"
+echo "  ok: $recovered recovery answer(s) applied over NATS, $blocks blocks in the index"
 echo "PASS: the NATS request plane"

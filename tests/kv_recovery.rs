@@ -98,7 +98,7 @@ fn a_new_source_is_restored_in_full_and_a_gap_is_filled_from_the_worker() {
     let (feed, mut replicas) = channel(1, 1024);
     let mut replica = replicas.pop().unwrap();
     let ingest = Ingest::start(feed).unwrap();
-    let target = Target { addr, path: format!("{:x}/dynamo/backend/worker_kv_query_source_4d", W.worker_id) };
+    let target = Target::Tcp { addr, path: format!("{:x}/dynamo/backend/worker_kv_query_source_4d", W.worker_id) };
     ingest.update(Publishers {
         endpoints: [publisher.endpoint()].into(),
         workers: [W.worker_id].into(),

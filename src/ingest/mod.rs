@@ -53,7 +53,7 @@ use std::time::{Duration, Instant};
 
 use self::links::{connect, poll, Link, NatsLink, Sockets};
 use self::peers::{Peers, SyncSetup};
-use self::recovery::{Answer, Deadlines, QueryRequest, Target};
+use self::recovery::{Answer, Deadlines, NatsRoute, QueryRequest, Target};
 use self::streams::{Out, Streams, Want};
 use self::zmq::Message;
 use crate::plane::kv_events::{
@@ -483,8 +483,10 @@ impl State {
             };
             let tx = self.replies_tx.clone();
             let host = self.callback_host.clone();
+            let nats = NatsRoute { url: self.nats.url.clone(), tls: self.nats.tls.clone() };
             let spawned = std::thread::Builder::new().name("kv-recovery".into()).spawn(move || {
-                let reply = recovery::query(&target, &req, &host, Deadlines::default(), crate::tls::plane::installed());
+                let tls = crate::tls::plane::installed();
+                let reply = recovery::query(&target, &req, &host, Deadlines::default(), tls, &nats);
                 let _ = tx.send((req_owner(&req), reply));
             });
             match spawned {

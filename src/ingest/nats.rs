@@ -114,6 +114,30 @@ impl Sub {
         max_payload: usize,
         tls: Option<&Arc<rustls::ClientConfig>>,
     ) -> io::Result<Sub> {
+        Sub::connect_as(url, subjects, timeout, max_payload, tls, false)
+    }
+
+    /// [`Sub::connect_tls`] for a client that also sends requests: headers on, and the
+    /// server's no-responders status for a subject nobody listens on (see
+    /// [`crate::plane::nats::reply`]).
+    pub fn connect_for_requests(
+        url: &str,
+        subjects: &[&str],
+        timeout: Duration,
+        max_payload: usize,
+        tls: Option<&Arc<rustls::ClientConfig>>,
+    ) -> io::Result<Sub> {
+        Sub::connect_as(url, subjects, timeout, max_payload, tls, true)
+    }
+
+    fn connect_as(
+        url: &str,
+        subjects: &[&str],
+        timeout: Duration,
+        max_payload: usize,
+        tls: Option<&Arc<rustls::ClientConfig>>,
+        requests: bool,
+    ) -> io::Result<Sub> {
         for s in subjects {
             check_subject(s)?;
         }
@@ -129,7 +153,7 @@ impl Sub {
                 }
             };
             for addr in addrs {
-                match Sub::connect_addr(addr, &server, subjects, timeout, max_payload, tls) {
+                match Sub::connect_addr(addr, &server, subjects, timeout, max_payload, tls, requests) {
                     Ok(sub) => return Ok(sub),
                     Err(e) => {
                         errors.push(format!("{addr}: {e}"));
@@ -148,6 +172,7 @@ impl Sub {
         timeout: Duration,
         max_payload: usize,
         tls: Option<&Arc<rustls::ClientConfig>>,
+        requests: bool,
     ) -> io::Result<Sub> {
         let stream = TcpStream::connect_timeout(&peer, timeout)?;
         stream.set_nodelay(true)?;
@@ -187,7 +212,7 @@ impl Sub {
                 format!("{peer}: the server requires TLS (name it with tls://)"),
             ));
         }
-        let mut hello = connect_line(&sub.info, server.auth.as_ref(), server.tls, false);
+        let mut hello = connect_line(&sub.info, server.auth.as_ref(), server.tls, requests);
         for (i, s) in subjects.iter().enumerate() {
             hello.extend_from_slice(format!("SUB {s} {}\r\n", i + 1).as_bytes());
         }
@@ -223,6 +248,16 @@ impl Sub {
         self.stream.send(b"PING\r\n")?;
         self.pings_out += 1;
         Ok(())
+    }
+
+    /// Sends protocol bytes as they are (e.g. an `HPUB` of [`crate::plane::nats::encode_request`]).
+    pub fn send(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.stream.send(bytes)
+    }
+
+    /// Bounds each later read (and [`Sub::recv`]'s wait) by `timeout`.
+    pub fn set_timeout(&mut self, timeout: Duration) -> io::Result<()> {
+        self.stream.tcp().set_read_timeout(Some(timeout))
     }
 
     /// `PING`s sent by [`Sub::ping`] still waiting for their `PONG`.

@@ -37,18 +37,25 @@ use crate::router::kv::index::Owner;
 use crate::tls::plane::PlaneTls;
 use crate::util::new_subject;
 
-/// Where one `(worker, dp_rank)` publisher answers recovery queries.
+/// Where one `(worker, dp_rank)` publisher answers recovery queries: its
+/// `worker_kv_query_source_*` endpoint on the worker's request plane.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Target {
-    /// `host:port` of the worker's request-plane listener.
-    pub addr: String,
-    /// The endpoint path sent in the request frame.
-    pub path: String,
+pub enum Target {
+    /// The TCP request plane.
+    Tcp {
+        /// `host:port` of the worker's request-plane listener.
+        addr: String,
+        /// The endpoint path sent in the request frame.
+        path: String,
+    },
+    /// The NATS request plane: the endpoint's subject (`transport.nats_tcp`), reached through
+    /// the NATS server of `NATS_SERVER`.
+    Nats { subject: String },
 }
 
 impl Target {
     /// The owner and target named by a `v1/event_sources` record of topic `kv-events`, or
-    /// `None` if the record names no TCP recovery target.
+    /// `None` if the record names no recovery target on either request plane.
     pub fn from_event_source(raw: &Value) -> Option<(Owner, Target)> {
         if raw.get("topic").and_then(Value::as_str) != Some("kv-events") {
             return None;
@@ -56,14 +63,26 @@ impl Target {
         let meta = raw.get("metadata")?;
         let worker_id = meta.pointer("/worker/worker_id")?.as_u64()?;
         let dp_rank = meta.pointer("/worker/dp_rank").and_then(Value::as_u64).unwrap_or(0);
-        let tcp = meta.pointer("/recovery_target/transport/tcp")?.as_str()?;
-        let (addr, path) = tcp.split_once('/')?;
-        if addr.is_empty() || path.is_empty() {
-            return None;
-        }
         let owner = Owner { worker_id, dp_rank: u32::try_from(dp_rank).ok()? };
-        Some((owner, Target { addr: addr.to_owned(), path: path.to_owned() }))
+        let transport = meta.pointer("/recovery_target/transport")?;
+        if let Some(tcp) = transport.get("tcp").and_then(Value::as_str) {
+            let (addr, path) = tcp.split_once('/')?;
+            if addr.is_empty() || path.is_empty() {
+                return None;
+            }
+            return Some((owner, Target::Tcp { addr: addr.to_owned(), path: path.to_owned() }));
+        }
+        let subject = transport.get("nats_tcp").and_then(Value::as_str)?;
+        crate::plane::nats::check_publish_subject(subject).ok()?;
+        Some((owner, Target::Nats { subject: subject.to_owned() }))
     }
+}
+
+/// The NATS server a [`Target::Nats`] is reached through, and its TLS.
+#[derive(Clone)]
+pub struct NatsRoute {
+    pub url: String,
+    pub tls: Option<std::sync::Arc<rustls::ClientConfig>>,
 }
 
 /// `WorkerKvQueryRequest`: `start_event_id: None` asks for the whole tree.
@@ -234,6 +253,7 @@ pub fn query(
     callback_host: &str,
     dl: Deadlines,
     tls: &PlaneTls,
+    nats: &NatsRoute,
 ) -> Result<Answer, String> {
     let ip: std::net::IpAddr =
         callback_host.parse().map_err(|e| format!("bad response-stream host {callback_host:?}: {e}"))?;
@@ -244,28 +264,72 @@ pub fn query(
     let mut control = Vec::new();
     control_single_in_many_out(&mut control, &id, Codec::Msgpack, &address, &subject, &id);
     let body = rmp_serde::to_vec_named(req).map_err(|e| format!("encoding the query: {e}"))?;
-    let headers = [("x-endpoint-path", target.path.as_str()), ("request-id", id.as_str())];
-    let mut frame = Vec::with_capacity(512 + body.len());
-    encode_request_frame(&mut frame, &target.path, &headers, &control, &body, DEFAULT_MAX_MESSAGE_SIZE)
-        .map_err(|e| e.to_string())?;
-
     let until = Instant::now() + dl.answer;
-    let addr = target
-        .addr
-        .to_socket_addrs()
-        .ok()
-        .and_then(|mut a| a.next())
-        .ok_or_else(|| format!("cannot resolve {}", target.addr))?;
-    let mut conn = dial(addr, tls, dl.connect)?;
-    conn.write_all(&frame).map_err(|e| format!("send to {addr}: {e}"))?;
-    match read_ack(&mut conn, until)? {
-        Ack::Accepted => {}
-        Ack::Rejected(text) => return Err(format!("worker refused the query: {text}")),
-    }
+    // The request's connection stays open until the answer is read.
+    let _sent = match target {
+        Target::Tcp { addr, path } => {
+            let headers = [("x-endpoint-path", path.as_str()), ("request-id", id.as_str())];
+            let mut frame = Vec::with_capacity(512 + body.len());
+            encode_request_frame(&mut frame, path, &headers, &control, &body, DEFAULT_MAX_MESSAGE_SIZE)
+                .map_err(|e| e.to_string())?;
+            let addr = addr
+                .to_socket_addrs()
+                .ok()
+                .and_then(|mut a| a.next())
+                .ok_or_else(|| format!("cannot resolve {addr}"))?;
+            let mut conn = dial(addr, tls, dl.connect)?;
+            conn.write_all(&frame).map_err(|e| format!("send to {addr}: {e}"))?;
+            match read_ack(&mut conn, until)? {
+                Ack::Accepted => {}
+                Ack::Rejected(text) => return Err(format!("worker refused the query: {text}")),
+            }
+            Sent::Tcp(conn)
+        }
+        Target::Nats { subject: to } => Sent::Nats(publish(nats, to, &id, &control, &body, dl.connect, until)?),
+    };
     let mut back = accept_tls(accept_before(&listener, until)?, tls)?;
-    let answer = read_answer(&mut back, &subject, until);
-    drop(conn);
-    answer
+    read_answer(&mut back, &subject, until)
+}
+
+/// How a query went out, kept until its answer is read.
+enum Sent {
+    Tcp(#[allow(dead_code)] Conn),
+    Nats(#[allow(dead_code)] super::nats::Sub),
+}
+
+/// Publishes a query to the worker's subject (docs/dynamo/request-plane.md §5.6) and waits
+/// for its reply: empty when the worker took it.
+fn publish(
+    nats: &NatsRoute,
+    to: &str,
+    id: &str,
+    control: &[u8],
+    body: &[u8],
+    timeout: Duration,
+    until: Instant,
+) -> Result<super::nats::Sub, String> {
+    use crate::plane::nats::{encode_request, reply, Reply};
+    let inbox = format!("_INBOX.{}", new_subject().replace('-', ""));
+    let mut sub = super::nats::Sub::connect_for_requests(
+        &nats.url,
+        &[inbox.as_str()],
+        timeout,
+        DEFAULT_MAX_MESSAGE_SIZE,
+        nats.tls.as_ref(),
+    )
+    .map_err(|e| e.to_string())?;
+    let mut msg = Vec::with_capacity(512 + body.len());
+    encode_request(&mut msg, to, &inbox, &[("request-id", id)], control, body, DEFAULT_MAX_MESSAGE_SIZE)
+        .map_err(|e| e.to_string())?;
+    sub.send(&msg).map_err(|e| format!("publish to {to}: {e}"))?;
+    sub.set_timeout(remaining(until)?).map_err(|e| e.to_string())?;
+    let answer = sub.recv().map_err(|e| format!("waiting for the reply on {to}: {e}"))?;
+    match reply(&answer) {
+        Reply::Accepted => Ok(sub),
+        Reply::Refused(text) => Err(format!("worker refused the query: {text}")),
+        Reply::NoResponders => Err(format!("no worker listens on {to}")),
+        Reply::Status(s) => Err(format!("NATS answered {s} for {to}")),
+    }
 }
 
 fn remaining(until: Instant) -> Result<Duration, String> {
@@ -367,14 +431,25 @@ mod tests {
         });
         let (owner, t) = Target::from_event_source(&raw).unwrap();
         assert_eq!(owner, Owner { worker_id: 10094487595439714959, dp_rank: 1 });
-        assert_eq!(t.addr, "127.0.0.1:45215");
-        assert_eq!(t.path, "8c16d2fc33c5728f/dynamo/backend/worker_kv_query_source_2b6d5ffcd336d");
+        let want = Target::Tcp {
+            addr: "127.0.0.1:45215".into(),
+            path: "8c16d2fc33c5728f/dynamo/backend/worker_kv_query_source_2b6d5ffcd336d".into(),
+        };
+        assert_eq!(t, want);
         let mut other = raw.clone();
         other["topic"] = "kv_metrics".into();
         assert_eq!(Target::from_event_source(&other), None);
-        let mut broken = raw;
+        let mut broken = raw.clone();
         broken["metadata"]["recovery_target"]["transport"]["tcp"] = "no-path".into();
         assert_eq!(Target::from_event_source(&broken), None);
+        // A worker on the NATS request plane (the record 1.6.1's mocker writes there).
+        let mut nats = raw;
+        let subject = "dynamo_backend.worker_kv_query_source_2b6d5ffcd336d-8c16d2fc33c5728f";
+        nats["metadata"]["recovery_target"]["transport"] = serde_json::json!({"nats_tcp": subject});
+        let (_, t) = Target::from_event_source(&nats).unwrap();
+        assert_eq!(t, Target::Nats { subject: subject.into() });
+        nats["metadata"]["recovery_target"]["transport"]["nats_tcp"] = "has space".into();
+        assert_eq!(Target::from_event_source(&nats), None);
     }
 
     #[test]

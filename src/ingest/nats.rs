@@ -117,20 +117,10 @@ impl Sub {
         Sub::connect_as(url, subjects, timeout, max_payload, tls, false)
     }
 
-    /// [`Sub::connect_tls`] for a client that also sends requests: headers on, and the
-    /// server's no-responders status for a subject nobody listens on (see
+    /// [`Sub::connect_tls`]; with `requests`, for a client that also sends requests: headers
+    /// on, and the server's no-responders status for a subject nobody listens on (see
     /// [`crate::plane::nats::reply`]).
-    pub fn connect_for_requests(
-        url: &str,
-        subjects: &[&str],
-        timeout: Duration,
-        max_payload: usize,
-        tls: Option<&Arc<rustls::ClientConfig>>,
-    ) -> io::Result<Sub> {
-        Sub::connect_as(url, subjects, timeout, max_payload, tls, true)
-    }
-
-    fn connect_as(
+    pub fn connect_as(
         url: &str,
         subjects: &[&str],
         timeout: Duration,

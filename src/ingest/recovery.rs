@@ -310,12 +310,13 @@ fn publish(
 ) -> Result<super::nats::Sub, String> {
     use crate::plane::nats::{encode_request, reply, Reply};
     let inbox = format!("_INBOX.{}", new_subject().replace('-', ""));
-    let mut sub = super::nats::Sub::connect_for_requests(
+    let mut sub = super::nats::Sub::connect_as(
         &nats.url,
         &[inbox.as_str()],
         timeout,
         DEFAULT_MAX_MESSAGE_SIZE,
         nats.tls.as_ref(),
+        true,
     )
     .map_err(|e| e.to_string())?;
     let mut msg = Vec::with_capacity(512 + body.len());

@@ -13,7 +13,7 @@
 #
 # Usage: bash perf/replica_ratio.sh   (SEEDS="1 2" REQUESTS=300 CONCURRENCY=8 FAMILIES=20
 #        REPLICAS="1 2 4" SPEEDUP=20; FRONTEND=dynamo: the same with `python -m dynamo.frontend`
-#        replicas)
+#        replicas; PAUSE: seconds each client waits after an answer)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/real-dynamo-env.sh
@@ -54,7 +54,7 @@ one_run() { # replicas sync(0|1) seed: prints the ratio
   for i in $(seq 1 "$n"); do qwen3_listed $((18600 + i)); done
   sleep 3 # every replica has subscribed to every worker's events (and to the other replicas')
   "$PY" scripts/interop_client.py prefix --base-url "$urls" --model qwen3 --requests "$REQUESTS" \
-    --concurrency "$CONCURRENCY" --families "$FAMILIES" --seed "$seed"
+    --concurrency "$CONCURRENCY" --families "$FAMILIES" --seed "$seed" --pause "${PAUSE:-0}"
   kill "${procs[@]}" 2>/dev/null || true
   wait "${procs[@]}" 2>/dev/null || true
 }

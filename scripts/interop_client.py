@@ -234,6 +234,8 @@ def cmd_prefix(a):
                 with lock:
                     totals["prompt"] += r.usage.prompt_tokens
                     totals["cached"] += cached
+                if a.pause:
+                    time.sleep(a.pause)
             except Exception:
                 with lock:
                     totals["errors"] += 1
@@ -270,6 +272,7 @@ def main():
             s.add_argument("--requests", type=int, default=200)
             s.add_argument("--concurrency", type=int, default=4)
             s.add_argument("--seed", type=int, default=7)
+            s.add_argument("--pause", type=float, default=0.0, help="seconds each client waits after an answer")
         if name == "gone":
             s.add_argument("--term-pid", type=int, required=True)
             s.add_argument("--within", type=float, default=3.0)

@@ -455,7 +455,7 @@ impl Choice {
             Mode::Chunks => chunk(event),
             Mode::Tensors => tensor(event),
         };
-        match step {
+        let out = match step {
             Ok(Step::Nothing) => None,
             Ok(Step::One(e)) => {
                 self.done = matches!(e, Event::Finish { .. });
@@ -474,7 +474,14 @@ impl Choice {
                 self.done = true;
                 Some(Some(Event::Error(e)))
             }
+        };
+        if self.done {
+            // The worker's load leaves the kv router's books (and the other replicas', through
+            // replica sync) now, before the adapter hands the end to the client: a client that
+            // sends its next request at once must find the worker free on every replica.
+            self.started.answered();
         }
+        out
     }
 
     /// The metrics of the frame the last [`Choice::next`] read, once.

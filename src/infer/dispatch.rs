@@ -62,6 +62,12 @@ impl Started {
         self.lease = None;
     }
 
+    /// The answer ended: its kv booking is released now (the in-flight count stays until
+    /// the stream is dropped).
+    pub fn answered(&mut self) {
+        self.booking = None;
+    }
+
     /// The worker failed mid-answer: this shard's router leaves it out for a while
     /// (docs/dynamo/request-plane.md §9.1).
     pub fn inhibit(&self) {

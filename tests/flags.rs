@@ -211,4 +211,12 @@ fn startup_validations_exit_non_zero_with_messages() {
     let (code, err) = run(&["--router-host-cache-hit-weight", "0.5"]);
     assert_eq!(code, Some(1));
     assert!(err.contains("--router-host-cache-hit-weight"), "an unbuilt option is named: {err}");
+    // Disaggregated serving: what is not built is named (`default` selection is accepted:
+    // config's own tests).
+    let (code, err) = run(&["--router-prefill-policy", "cache-first"]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("--router-prefill-policy cache-first"), "{err}");
+    let (code, err) = run(&["--router-mode", "kv", "--router-conditional-disagg"]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("--router-conditional-disagg true"), "{err}");
 }

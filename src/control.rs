@@ -33,7 +33,7 @@ use crate::discovery::etcd::{EtcdSource, EtcdView};
 use crate::discovery::file::{FileStore, InotifyWake};
 use crate::discovery::mem::MemStore;
 use crate::discovery::records::{Codec as CardCodec, ModelInput, BUCKETS, BUCKET_INSTANCES, BUCKET_MDC};
-use crate::discovery::records::{EventChannelRecord, EventTransport};
+use crate::discovery::records::{EndpointRecord, EventChannelRecord, EventTransport};
 use crate::discovery::{watch, ServedInstance, Snapshot, Source};
 use crate::ingest::recovery::Target;
 use crate::ingest::Publishers;
@@ -65,6 +65,8 @@ struct Builder {
     /// `--request-plane nats`: workers are reached through their `nats_tcp` subjects (and
     /// those on the TCP plane are not served), else through their `tcp` addresses.
     nats_plane: bool,
+    /// `--use-remote-indexer`: each pool learns its served indexers.
+    remote_indexer: bool,
 }
 
 /// Where alias conflicts are reported (logged, not counted as skipped records).
@@ -169,6 +171,7 @@ impl Builder {
             tools,
             prefill: None,
             needs_prefill: needs(card, "prefill"),
+            remote_indexers: Vec::new(),
         })
     }
 
@@ -181,37 +184,13 @@ impl Builder {
         let mut failed: HashMap<String, String> = HashMap::new();
         // The prefill workers of each model (disaggregated serving), by model name.
         let mut prefill: BTreeMap<String, Arc<Serving>> = BTreeMap::new();
+        // The component of each pool (model, prefill?), for its served indexers.
+        let mut components: BTreeMap<(String, bool), (String, String)> = BTreeMap::new();
         for served in &snap.served {
-            let (addr, path, nats_subject) = match (served.endpoint.tcp(), served.endpoint.nats_tcp(), self.nats_plane)
-            {
-                (Some(tcp), _, false) => {
-                    let Some(addr) = resolve(&tcp.addr) else {
-                        let why = format!("model {}: cannot resolve worker address {}", served.model, tcp.addr);
-                        problems.insert((BUCKET_INSTANCES, served.key.clone(), why));
-                        continue;
-                    };
-                    (addr, tcp.path, None)
-                }
-                (_, Some(subject), true) => {
-                    if let Err(e) = crate::plane::nats::check_publish_subject(subject) {
-                        let why = format!("model {}: bad NATS subject: {e}", served.model);
-                        problems.insert((BUCKET_INSTANCES, served.key.clone(), why));
-                        continue;
-                    }
-                    (std::net::SocketAddr::from(([0, 0, 0, 0], 0)), String::new(), Some(subject.to_owned()))
-                }
-                (_, None, true) => {
-                    let why = "not on the NATS request plane (this frontend runs --request-plane nats)";
-                    problems.insert((BUCKET_INSTANCES, served.key.clone(), why.into()));
-                    continue;
-                }
-                (None, Some(_), false) => {
-                    let why = "on the NATS request plane (start the frontend with --request-plane nats)";
-                    problems.insert((BUCKET_INSTANCES, served.key.clone(), why.into()));
-                    continue;
-                }
-                (None, None, false) => {
-                    problems.insert((BUCKET_INSTANCES, served.key.clone(), "not on the TCP request plane".into()));
+            let (addr, path, nats_subject) = match route_of(&served.endpoint, self.nats_plane) {
+                Ok(r) => r,
+                Err(why) => {
+                    problems.insert((BUCKET_INSTANCES, served.key.clone(), format!("model {}: {why}", served.model)));
                     continue;
                 }
             };
@@ -233,6 +212,8 @@ impl Builder {
             // Prefill workers serve no request of their own: they are kept apart and joined
             // to their model's decode workers below.
             let is_prefill = served.card.worker_type.as_deref() == Some("prefill");
+            let e = &served.endpoint;
+            components.entry((served.model.clone(), is_prefill)).or_insert((e.namespace.clone(), e.component.clone()));
             let pool = if is_prefill { &mut prefill } else { &mut registry.serving };
             if let Some(existing) = pool.get_mut(&served.model) {
                 Arc::make_mut(existing).workers.push(worker);
@@ -254,6 +235,9 @@ impl Builder {
                     failed.insert(sum, e);
                 }
             }
+        }
+        if self.remote_indexer {
+            self.add_indexers(snap, &components, &mut registry.serving, &mut prefill);
         }
         join_prefill(&mut registry.serving, prefill, &mut problems);
         if self.min_workers > 1 {
@@ -279,6 +263,47 @@ impl Builder {
         problems.extend(snap.alias_conflicts.iter().map(|c| (ALIASES, String::new(), c.clone())));
         for line in self.report(problems) {
             crate::log::warn(&line);
+        }
+    }
+
+    /// `--use-remote-indexer`: each pool's served indexers, the `kv_indexer_query` instances
+    /// under its workers' namespace and component.
+    fn add_indexers(
+        &self,
+        snap: &Snapshot,
+        components: &BTreeMap<(String, bool), (String, String)>,
+        serving: &mut BTreeMap<String, Arc<Serving>>,
+        prefill: &mut BTreeMap<String, Arc<Serving>>,
+    ) {
+        let mut by_component: BTreeMap<(&str, &str), Vec<Worker>> = BTreeMap::new();
+        for e in snap.instances.iter().map(|e| &e.record) {
+            if e.endpoint != crate::plane::indexer::KV_INDEXER_QUERY_ENDPOINT {
+                continue;
+            }
+            let Ok((addr, path, nats_subject)) = route_of(e, self.nats_plane) else { continue };
+            let codec = match e.codec() {
+                Some(CardCodec::Json) => Codec::Json,
+                _ => Codec::Msgpack,
+            };
+            let w = Worker {
+                addr,
+                path,
+                nats_subject,
+                codec,
+                instance_id: e.instance_id,
+                cpu: false,
+                dp_start: 0,
+                dp_size: 1,
+                bootstrap: None,
+            };
+            by_component.entry((e.namespace.as_str(), e.component.as_str())).or_default().push(w);
+        }
+        for ((model, is_prefill), (ns, component)) in components {
+            let pool = if *is_prefill { &mut *prefill } else { &mut *serving };
+            if let Some(s) = pool.get_mut(model) {
+                Arc::make_mut(s).remote_indexers =
+                    by_component.get(&(ns.as_str(), component.as_str())).cloned().unwrap_or_default();
+            }
         }
     }
 
@@ -339,7 +364,19 @@ fn bootstrap_of(card: &crate::discovery::records::ModelCard) -> Option<Arc<crate
 /// targets and the live workers of a snapshot; with `load_only` (another router mode than
 /// kv, watching worker load for the busy thresholds) only the `kv_metrics` publishers.
 pub(crate) fn kv_publishers(snap: &Snapshot, load_only: bool) -> Publishers {
+    kv_publishers_for(snap, load_only, false)
+}
+
+/// [`kv_publishers`]; `remote_index` (`--use-remote-indexer`): the served indexer follows
+/// the workers' KV events, this process does not (their load reports and prefill marks it
+/// still follows).
+pub(crate) fn kv_publishers_for(snap: &Snapshot, load_only: bool, remote_index: bool) -> Publishers {
     let mut p = all_publishers(snap);
+    if remote_index && !load_only {
+        p.endpoints.clear();
+        p.sources.clear();
+        p.nats_subjects.retain(|s| !s.ends_with(".kv-events"));
+    }
     if load_only {
         p.endpoints.clear();
         p.active_endpoints.clear();
@@ -373,6 +410,26 @@ fn all_publishers(snap: &Snapshot) -> Publishers {
     let workers = snap.instances.iter().map(|e| e.record.instance_id).collect();
     let sources = snap.event_sources.iter().filter_map(|e| Target::from_event_source(&e.raw)).collect();
     Publishers { endpoints, load_endpoints, active_endpoints, nats_subjects, workers, sources }
+}
+
+/// Where an endpoint instance is reached on this frontend's request plane: its TCP address
+/// and endpoint path, or (`nats_plane`) its NATS subject.
+fn route_of(e: &EndpointRecord, nats_plane: bool) -> Result<(SocketAddr, String, Option<String>), String> {
+    match (e.tcp(), e.nats_tcp(), nats_plane) {
+        (Some(tcp), _, false) => match resolve(&tcp.addr) {
+            Some(addr) => Ok((addr, tcp.path, None)),
+            None => Err(format!("cannot resolve worker address {}", tcp.addr)),
+        },
+        (_, Some(subject), true) => match crate::plane::nats::check_publish_subject(subject) {
+            Ok(()) => Ok((SocketAddr::from(([0, 0, 0, 0], 0)), String::new(), Some(subject.to_owned()))),
+            Err(e) => Err(format!("bad NATS subject: {e}")),
+        },
+        (_, None, true) => Err("not on the NATS request plane (this frontend runs --request-plane nats)".into()),
+        (None, Some(_), false) => {
+            Err("on the NATS request plane (start the frontend with --request-plane nats)".into())
+        }
+        (None, None, false) => Err("not on the TCP request plane".into()),
+    }
 }
 
 fn resolve(addr: &str) -> Option<SocketAddr> {
@@ -410,17 +467,19 @@ impl Control {
         backend: Backend,
         kv: Option<flume::Sender<Publishers>>,
     ) -> std::io::Result<Control> {
-        Control::start_announcing(cfg, server, backend, kv, None)
+        Control::start_announcing(cfg, server, backend, kv, None, None)
     }
 
     /// [`Control::start_with_kv`], also telling `announce` which endpoints are served (the
-    /// scopes of this process's own event channel records, `--router-replica-sync`).
+    /// scopes of this process's own records: `--router-replica-sync`, `--serve-indexer`),
+    /// and sending `tap` every registry the shards get (the served indexer's).
     pub fn start_announcing(
         cfg: &Config,
         server: &Server,
         backend: Backend,
         kv: Option<flume::Sender<Publishers>>,
         announce: Option<flume::Sender<BTreeSet<Scope>>>,
+        tap: Option<flume::Sender<Arc<Registry>>>,
     ) -> std::io::Result<Control> {
         let stop = Arc::new(AtomicBool::new(false));
         let publisher = server.publisher();
@@ -428,6 +487,7 @@ impl Control {
         let shards = server.drivers.len();
         let min_workers = cfg.min_initial_workers;
         let nats_plane = cfg.request_plane_nats.is_some();
+        let remote_indexer = cfg.use_remote_indexer;
         let load_only = cfg.router_mode != crate::config::settings::RouterMode::Kv;
         let stop2 = stop.clone();
         let thread = std::thread::Builder::new().name("control".into()).spawn(move || {
@@ -449,13 +509,14 @@ impl Control {
                 min_workers,
                 started: Default::default(),
                 nats_plane,
+                remote_indexer,
             };
             watch(
                 source.as_mut(),
                 &stop2,
                 |mut registry, snap| {
                     if let Some(kv) = &kv {
-                        let _ = kv.send(kv_publishers(snap, load_only));
+                        let _ = kv.send(kv_publishers_for(snap, load_only, remote_indexer));
                     }
                     if let Some(a) = &announce {
                         let scopes = snap.served.iter().map(|s| {
@@ -465,7 +526,11 @@ impl Control {
                         let _ = a.send(scopes.collect());
                     }
                     builder.add_serving(&mut registry, snap);
-                    publisher(Arc::new(registry));
+                    let registry = Arc::new(registry);
+                    if let Some(t) = &tap {
+                        let _ = t.send(registry.clone());
+                    }
+                    publisher(registry);
                 },
                 |e| crate::log::warn(&format!("discovery scan failed: {e}")),
             );
@@ -526,6 +591,7 @@ mod tests {
             min_workers: 0,
             started: Default::default(),
             nats_plane: false,
+            remote_indexer: false,
         }
     }
 
@@ -556,6 +622,36 @@ mod tests {
             bytes,
         });
         build(raws, &NamespaceFilter::Any, Vec::new(), &mut ParseCache::default())
+    }
+
+    #[test]
+    fn served_indexers_under_the_workers_component_are_the_models_remote_indexers() {
+        let (c1, e1) = (card("m", 1, "Text", &[]), endpoint(1));
+        let indexer = |id: u64, component: &str| {
+            let v = serde_json::json!({
+                "type": "Endpoint", "namespace": "dynamo", "component": component, "endpoint": "kv_indexer_query",
+                "instance_id": id, "transport": {"tcp": format!("127.0.0.1:9/{id:x}/dynamo/{component}/kv_indexer_query")},
+            });
+            (format!("dynamo/{component}/kv_indexer_query/{id:x}"), serde_json::to_vec(&v).unwrap())
+        };
+        let (ours, other) = (indexer(7, "c"), indexer(8, "elsewhere"));
+        let records =
+            [(BUCKET_MDC, &c1), (BUCKET_INSTANCES, &e1), (BUCKET_INSTANCES, &ours), (BUCKET_INSTANCES, &other)];
+        let snap = snapshot(&records);
+        for (remote, expected) in [(true, vec![7u64]), (false, vec![])] {
+            let mut registry = Catalog::default().registry(&snap, SystemTime::now());
+            Builder { remote_indexer: remote, ..builder() }.add_serving(&mut registry, &snap);
+            let s = &registry.serving["m"];
+            assert_eq!(s.workers.len(), 1, "an indexer is no worker");
+            let ids: Vec<u64> = s.remote_indexers.iter().map(|w| w.instance_id).collect();
+            assert_eq!(ids, expected);
+            if remote {
+                assert_eq!(s.remote_indexers[0].path, "7/dynamo/c/kv_indexer_query");
+            }
+        }
+        // Following no KV events of its own: load reports and prefill marks only.
+        let p = kv_publishers_for(&snap, false, true);
+        assert!(p.endpoints.is_empty() && p.sources.is_empty());
     }
 
     #[test]

@@ -45,6 +45,7 @@ pub mod error;
 pub mod fuzzing;
 pub mod h2;
 pub mod http1;
+pub mod indexer;
 pub mod infer;
 pub mod ingest;
 pub mod kserve;

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use switchyard::config::{self, Action, Discovery};
 use switchyard::control::{Backend, Control};
-use switchyard::discovery::announce::{Announcer, Channel, Store};
+use switchyard::discovery::announce::{Announce, Announcer, Channel, ServedEndpoint, Store};
 use switchyard::ingest::peers::{SyncOut, SyncSetup};
 use switchyard::log;
 
@@ -131,7 +131,7 @@ fn main() {
     };
     // --router-replica-sync: the publisher of this process's bookings, and its discovery record.
     let kv_mode = cfg.router_mode == switchyard::config::settings::RouterMode::Kv;
-    let (sync, announcer) = match replica_sync(&cfg, kv_mode, backend.as_ref()) {
+    let (sync, channel) = match replica_sync(&cfg, kv_mode) {
         Ok(x) => x,
         Err(e) => {
             eprintln!("switchyard: error: --router-replica-sync: {e}");
@@ -139,13 +139,17 @@ fn main() {
             std::process::exit(1);
         }
     };
-    // --router-mode kv: one index replica per shard, fed by the event-ingest thread. Another
-    // mode with a busy threshold: the same thread follows only the workers' load reports
-    // (`kv_metrics`), which the shards read to leave busy workers out.
+    // --router-mode kv: one index replica per shard, fed by the event-ingest thread (and one
+    // for the served indexer under --serve-indexer). Another mode with a busy threshold: the
+    // same thread follows only the workers' load reports (`kv_metrics`), which the shards
+    // read to leave busy workers out.
+    let mut served_replica = None;
     let ingest = if kv_mode || cfg.kv_busy.any() {
-        match switchyard::ingest::Ingest::start_for(server.drivers.len(), cfg.kv_approximate(), sync) {
-            Ok((i, installs)) => {
+        let serve = kv_mode && cfg.serve_indexer;
+        match switchyard::ingest::Ingest::start_serving(server.drivers.len(), cfg.kv_approximate(), sync, serve) {
+            Ok((i, installs, extra)) => {
                 server.install_kv(installs);
+                served_replica = extra;
                 Some(i)
             }
             Err(e) => {
@@ -157,9 +161,44 @@ fn main() {
     } else {
         None
     };
+    // --serve-indexer: the kv_indexer_query listener, on DYN_TCP_RPC_HOST:DYN_TCP_RPC_PORT.
+    let served = match served_replica.map(serve_indexer) {
+        None => None,
+        Some(Ok(s)) => Some(s),
+        Some(Err(e)) => {
+            eprintln!("switchyard: error: --serve-indexer: {e}");
+            server.shutdown();
+            std::process::exit(1);
+        }
+    };
+    let mut records = Vec::new();
+    records.extend(channel.map(Announce::Channel));
+    if let Some(s) = &served {
+        records.push(Announce::Endpoint(ServedEndpoint {
+            endpoint: switchyard::indexer::KV_INDEXER_QUERY_ENDPOINT,
+            instance_id: switchyard::ingest::random_id(),
+            address: s.address().to_owned(),
+        }));
+    }
+    // File and etcd stores; the in-process store has no other router to read them.
+    let store = match backend.as_ref() {
+        Some(Backend::File(root)) => Some(Store::File(root.clone())),
+        Some(Backend::Etcd(view)) => Some(Store::Etcd(view.client().clone(), view.lease_id())),
+        _ => None,
+    };
+    let announcer = match store.filter(|_| !records.is_empty()).map(|s| Announcer::start(s, records)) {
+        None => None,
+        Some(Ok(a)) => Some(a),
+        Some(Err(e)) => {
+            eprintln!("switchyard: error: cannot start the discovery announcer: {e}");
+            server.shutdown();
+            std::process::exit(1);
+        }
+    };
     let kv = ingest.as_ref().map(|i| i.sender());
     let announce = announcer.as_ref().map(|a| a.sender());
-    let control = match backend.map(|b| Control::start_announcing(&cfg, &server, b, kv, announce)) {
+    let tap = served.as_ref().map(|s| s.registry_sender());
+    let control = match backend.map(|b| Control::start_announcing(&cfg, &server, b, kv, announce, tap)) {
         None => None,
         Some(Ok(c)) => Some(c),
         Some(Err(e)) => {
@@ -196,18 +235,18 @@ fn main() {
     }
     drop(embedded);
     drop(announcer);
+    drop(served);
     drop(ingest);
     log::info("stopped");
 }
 
 /// The ZMQ publisher of `--router-replica-sync` (bound on `DYN_EVENT_PLANE_HOST`, default
-/// 127.0.0.1; 1.6.1 binds 0.0.0.0 and only advertises that host) and the thread that
-/// registers it in discovery (file and etcd; the in-process store has no other router).
+/// 127.0.0.1; 1.6.1 binds 0.0.0.0 and only advertises that host) and the event channel
+/// record that names it.
 fn replica_sync(
     cfg: &switchyard::config::Config,
     kv_mode: bool,
-    backend: Option<&Backend>,
-) -> std::io::Result<(Option<SyncSetup>, Option<Announcer>)> {
+) -> std::io::Result<(Option<SyncSetup>, Option<Channel>)> {
     if !kv_mode || !cfg.router_replica_sync {
         return Ok((None, None));
     }
@@ -219,14 +258,19 @@ fn replica_sync(
     // JSON-safe, as 1.6.1's publisher ids.
     let publisher_id = switchyard::ingest::random_id() & ((1 << 53) - 1);
     let channel = Channel { topic: "active_sequences_events", publisher_id, endpoint: endpoint.clone() };
-    let store = match backend {
-        Some(Backend::File(root)) => Some(Store::File(root.clone())),
-        Some(Backend::Etcd(view)) => Some(Store::Etcd(view.client().clone(), view.lease_id())),
-        _ => None,
-    };
-    let announcer = store.map(|s| Announcer::start(s, channel)).transpose()?;
     log::info(&format!("replica sync: publishing active_sequences_events on {endpoint} (publisher {publisher_id:x})"));
-    Ok((Some((SyncOut::new(socket, publisher_id), endpoint)), announcer))
+    Ok((Some((SyncOut::new(socket, publisher_id), endpoint)), Some(channel)))
+}
+
+/// The served indexer's listener: `DYN_TCP_RPC_HOST` (default 127.0.0.1; 1.6.1 binds every
+/// address and advertises the host's) and `DYN_TCP_RPC_PORT` (default 0: any).
+fn serve_indexer(replica: switchyard::indexer::IndexReplica) -> std::io::Result<switchyard::indexer::ServedIndexer> {
+    let host = std::env::var("DYN_TCP_RPC_HOST").unwrap_or_else(|_| "127.0.0.1".to_string());
+    let port = match std::env::var("DYN_TCP_RPC_PORT") {
+        Ok(p) => p.parse().map_err(|_| std::io::Error::other(format!("DYN_TCP_RPC_PORT={p} is not a port")))?,
+        Err(_) => 0,
+    };
+    switchyard::indexer::ServedIndexer::start(replica, &host, port)
 }
 
 /// `switchyard mock-worker …`: the in-tree mock worker as a process, until a signal.

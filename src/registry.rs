@@ -134,6 +134,9 @@ pub struct Serving {
     /// The workers' cards say they need prefill workers (`needs: [["prefill"]]`): without
     /// any, the model is not listed and its requests are answered 503, as 1.6.1 answers.
     pub needs_prefill: bool,
+    /// `--use-remote-indexer`: the served indexers (`kv_indexer_query` instances) under the
+    /// workers' component, asked in turn for each request's matches.
+    pub remote_indexers: Vec<Worker>,
 }
 
 impl Serving {

@@ -261,7 +261,7 @@ fn mock_worker_registers_through_etcd() {
 /// record, and deleted when the announcer stops.
 #[test]
 fn replica_sync_channel_is_announced_under_the_frontends_lease() {
-    use switchyard::discovery::announce::{Announcer, Channel, Store};
+    use switchyard::discovery::announce::{Announce, Announcer, Channel, Store};
     let etcd = Etcd::start();
     let mut view = EtcdView::start(&etcd.endpoint()).unwrap();
     let channel = Channel {
@@ -270,7 +270,8 @@ fn replica_sync_channel_is_announced_under_the_frontends_lease() {
         endpoint: "tcp://127.0.0.1:5".into(),
     };
     let key = "namespace/dynamo/component/backend/endpoint/generate/topic/active_sequences_events/1d39493244da9c";
-    let a = Announcer::start(Store::Etcd(view.client().clone(), view.lease_id()), channel).unwrap();
+    let a = Announcer::start(Store::Etcd(view.client().clone(), view.lease_id()), vec![Announce::Channel(channel)])
+        .unwrap();
     a.sender().send([("dynamo".to_string(), "backend".to_string(), "generate".to_string())].into()).unwrap();
     wait_until(&mut view, "the channel record", |v| v.get(BUCKET_EVENT_CHANNELS, key).is_some());
     let (record, _) = parse_record(view.get(BUCKET_EVENT_CHANNELS, key).unwrap()).unwrap();

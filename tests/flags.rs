@@ -219,4 +219,19 @@ fn startup_validations_exit_non_zero_with_messages() {
     let (code, err) = run(&["--router-mode", "kv", "--router-conditional-disagg"]);
     assert_eq!(code, Some(1));
     assert!(err.contains("--router-conditional-disagg true"), "{err}");
+    // The served indexer: 1.6.1's own checks, then the combinations not built, by name.
+    let (code, err) = run(&["--serve-indexer"]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("--serve-indexer requires --router-mode=kv"), "{err}");
+    let (code, err) = run(&["--router-mode", "kv", "--serve-indexer", "--use-remote-indexer"]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("--serve-indexer and --use-remote-indexer are mutually exclusive"), "{err}");
+    for flag in ["--serve-indexer", "--use-remote-indexer"] {
+        let (code, err) = run(&["--router-mode", "kv", flag, "--no-router-kv-events"]);
+        assert_eq!(code, Some(1));
+        assert!(err.contains(&format!("{flag} with --no-router-kv-events")), "{err}");
+    }
+    let (code, err) = run(&["--router-mode", "kv", "--serve-indexer", "--request-plane", "nats"]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("--serve-indexer with --request-plane nats"), "{err}");
 }

@@ -67,6 +67,8 @@ const IMPLEMENTED: &[&str] = &[
     "router_queue_policy",
     // Replica sync (kv mode, ZMQ event plane; checked in `validate`).
     "router_replica_sync",
+    "serve_indexer",
+    "use_remote_indexer",
     // Busy detection (kv mode only; checked in `validate`).
     "active_decode_blocks_threshold",
     "active_prefill_tokens_threshold",
@@ -217,6 +219,26 @@ pub(super) fn validate_dynamo(p: &Parsed, warnings: &mut Vec<String>) -> Result<
     // the router queue is the kv router's, and 1.6.1 ignores it in the other modes.
     if *p.get("router_queue_threshold") != Value::Null && text(p, "router_mode") != Some("kv") {
         warnings.push("--router-queue-threshold has no effect outside --router-mode kv (as in Dynamo 1.6.1)".into());
+    }
+    // The served indexer and its consumers (`indexer`, `infer::remote_index`): event-driven
+    // mode over the TCP request plane.
+    if boolean(p, "serve_indexer") || boolean(p, "use_remote_indexer") {
+        let which = if boolean(p, "serve_indexer") { "--serve-indexer" } else { "--use-remote-indexer" };
+        if !boolean(p, "use_kv_events") && text(p, "router_mode") == Some("kv") {
+            return Err(invalid(format!(
+                "{which} with --no-router-kv-events (1.6.1's approximate served indexer and its \
+                 kv_indexer_record_routing_decision endpoint) is not implemented in this switchyard build"
+            )));
+        }
+        if boolean(p, "serve_indexer") && text(p, "request_plane") == Some("nats") {
+            return Err(invalid(
+                "--serve-indexer with --request-plane nats is not implemented in this switchyard build \
+                 (the served indexer listens on the TCP request plane only)",
+            ));
+        }
+        if boolean(p, "use_remote_indexer") && text(p, "router_mode") != Some("kv") {
+            warnings.push("--use-remote-indexer has no effect outside --router-mode kv (as in Dynamo 1.6.1)".into());
+        }
     }
     if boolean(p, "router_replica_sync") {
         if text(p, "router_mode") != Some("kv") {

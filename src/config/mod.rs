@@ -138,6 +138,11 @@ pub struct Config {
     pub router_mode: settings::RouterMode,
     /// `--router-replica-sync`: share kv bookings with other routers.
     pub router_replica_sync: bool,
+    /// `--serve-indexer`: answer other routers' `kv_indexer_query` from this process's index.
+    pub serve_indexer: bool,
+    /// `--use-remote-indexer`: score workers with a served indexer's answers instead of a
+    /// local index (no KV event subscription).
+    pub use_remote_indexer: bool,
     /// `--migration-limit`: how many times a request may move to another worker mid-answer
     /// (also reported per model in `/metrics`).
     pub migration_limit: u32,
@@ -297,6 +302,12 @@ pub fn load(
     checks::refuse_unbuilt(&parsed, env)?;
     let cfg = typed(parsed, env)?;
     cfg.plane_tls.check(settings::PlaneRole::Frontend, &mut warnings).map_err(invalid)?;
+    if cfg.serve_indexer && (cfg.plane_tls.serves_tls() || cfg.plane_tls.dials_tls()) {
+        return Err(invalid(
+            "--serve-indexer with request-plane TLS (DYN_TCP_TLS_*) is not implemented in this switchyard build \
+             (the served indexer's listener and call-backs speak plain TCP)",
+        ));
+    }
     // 1.6.1 checks its NATS options when it connects to NATS: with `--event-plane nats`.
     if text(&cfg.parsed, "event_plane") == Some("nats") {
         let server = nats_server(env);
@@ -528,6 +539,8 @@ fn typed(parsed: Parsed, env: &dyn Fn(&str) -> Option<String>) -> Result<Config,
             .and_then(settings::RouterMode::parse)
             .unwrap_or(settings::RouterMode::RoundRobin),
         router_replica_sync: boolean(p, "router_replica_sync"),
+        serve_indexer: boolean(p, "serve_indexer"),
+        use_remote_indexer: boolean(p, "use_remote_indexer") && text(p, "router_mode") == Some("kv"),
         migration_limit: u32::try_from(int(p, "migration_limit").unwrap_or(0).max(0)).unwrap_or(u32::MAX),
         migration_max_seq_len: int(p, "migration_max_seq_len").and_then(|n| u32::try_from(n).ok()),
         min_initial_workers: usize::try_from(int(p, "min_initial_workers").unwrap_or(0)).unwrap_or(0),

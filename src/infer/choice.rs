@@ -165,7 +165,7 @@ impl TokenState {
                 });
                 Ok(self.emit(choice, text, reason))
             }
-            Some(Ok(StreamEvent::Item(StreamItem::Json(_) | StreamItem::Tensor(_)))) => {
+            Some(Ok(StreamEvent::Item(StreamItem::Json(_) | StreamItem::Tensor(_) | StreamItem::Raw(_)))) => {
                 Err(Error::internal("a Tokens worker sent another kind of item"))
             }
             Some(Ok(_)) => Ok(Step::Nothing),
@@ -500,7 +500,7 @@ fn chunk(event: dispatch::Event) -> Result<Step, Error> {
             }
             Ok(a.data.map_or(Step::Nothing, |v| Step::One(Event::Chunk(v))))
         }
-        Some(Ok(StreamEvent::Item(StreamItem::Tokens(_) | StreamItem::Tensor(_)))) => {
+        Some(Ok(StreamEvent::Item(StreamItem::Tokens(_) | StreamItem::Tensor(_) | StreamItem::Raw(_)))) => {
             Err(Error::internal("a Text worker sent another kind of item"))
         }
         Some(Ok(_)) => Ok(Step::Nothing),

@@ -21,6 +21,7 @@ use smallvec::SmallVec;
 use crate::error::{Error, Kind};
 use crate::plane::stream::StreamEvent;
 use crate::registry::{Serving, Worker};
+use crate::router::kv::index::Owner;
 use crate::router::kv::select::Booking;
 use crate::router::session::{AffinityMode, Lease};
 use crate::router::{InFlight, Mode};
@@ -143,6 +144,7 @@ type KvPick = (u32, Booking);
 /// (`tokens`: the prompt, when the frontend tokenized it; `request`: the bits of the request
 /// id the worker will be sent, the booking's name in the workers' prefill marks and in
 /// replica sync; `bound`: the worker the request's session is bound to).
+#[allow(clippy::too_many_arguments)]
 fn pick(
     ctx: &ShardCtx,
     serving: &Serving,
@@ -151,16 +153,17 @@ fn pick(
     tokens: Option<&[u32]>,
     request: u128,
     bound: Option<u64>,
+    remote: Option<&[(Owner, u32)]>,
 ) -> Result<Option<(usize, Option<KvPick>)>, Error> {
     if let (Some(id), None) = (bound, pinned) {
-        if let Some(chosen) = pick_bound(ctx, serving, id, tried, tokens, request)? {
+        if let Some(chosen) = pick_bound(ctx, serving, id, tried, tokens, request, remote)? {
             return Ok(Some(chosen));
         }
     }
     if let (Some(tokens), None, Mode::Kv) = (tokens, pinned, ctx.router.mode()) {
         if ctx.kv.ready() {
             let usable = ctx.router.usable(&serving.workers, tried);
-            return kv_choose(ctx, serving, &usable, tokens, request).map_err(|_| overloaded());
+            return kv_choose(ctx, serving, &usable, tokens, request, remote).map_err(|_| overloaded());
         }
     }
     if pinned.is_none() && watches_load(ctx) {
@@ -196,6 +199,7 @@ fn pick_bound(
     tried: &[u64],
     tokens: Option<&[u32]>,
     request: u128,
+    remote: Option<&[(Owner, u32)]>,
 ) -> Result<Option<(usize, Option<KvPick>)>, Error> {
     let Some(i) = serving.workers.iter().position(|w| w.instance_id == id) else { return Ok(None) };
     if tried.contains(&id) || ctx.router.is_inhibited(id) {
@@ -203,7 +207,7 @@ fn pick_bound(
     }
     let hard = ctx.sessions.mode() == AffinityMode::Hard;
     if let (Some(tokens), Mode::Kv, true) = (tokens, ctx.router.mode(), ctx.kv.ready()) {
-        return match kv_choose(ctx, serving, &[i], tokens, request) {
+        return match kv_choose(ctx, serving, &[i], tokens, request, remote) {
             Ok(chosen) => Ok(chosen),
             Err(_) if hard => Err(overloaded()),
             Err(_) => Ok(None),
@@ -222,11 +226,10 @@ fn kv_choose(
     usable: &[usize],
     tokens: &[u32],
     request: u128,
+    remote: Option<&[(Owner, u32)]>,
 ) -> Result<Option<(usize, Option<KvPick>)>, crate::router::kv::select::Overloaded> {
-    let chosen =
-        ctx.kv.choose_for(&serving.name, &serving.workers, usable, tokens, &serving.limits, request, || {
-            ctx.router.next_u64()
-        })?;
+    let (name, workers, limits) = (&serving.name, &serving.workers, &serving.limits);
+    let chosen = ctx.kv.choose_for(name, workers, usable, tokens, limits, request, remote, || ctx.router.next_u64())?;
     Ok(chosen.map(|(c, booking)| (c.index, Some((c.dp_rank, booking)))))
 }
 
@@ -268,12 +271,17 @@ pub async fn dispatch<B: RequestBody>(
     let mut tried: smallvec::SmallVec<[u64; MAX_ATTEMPTS]> = smallvec::SmallVec::new();
     let mut last: Option<TransportError> = None;
     let mut moving = Moving { ctx, model, since: None };
+    let mut remote = None;
     if let (Some(tokens), None, Mode::Kv) = (wire.prompt_tokens(), pinned, ctx.router.mode()) {
         let usable = ctx.router.usable(&serving.workers, &tried);
         ctx.kv.wait_for_room(&serving.workers, &usable, &serving.limits, tokens.len()).await;
+        if ctx.shared.config.use_remote_indexer && ctx.kv.ready() {
+            remote = Some(super::remote_index::overlaps(ctx, serving, tokens).await?);
+        }
     }
     while tried.len() < MAX_ATTEMPTS {
-        let Some((i, kv)) = pick(ctx, serving, pinned, &tried, wire.prompt_tokens(), request, bound)? else {
+        let tokens = wire.prompt_tokens();
+        let Some((i, kv)) = pick(ctx, serving, pinned, &tried, tokens, request, bound, remote.as_deref())? else {
             break;
         };
         let mut booking = kv.map(|(rank, booking)| {

@@ -32,6 +32,7 @@ pub mod generation;
 pub mod logprobs;
 pub mod migrate;
 pub mod preprocess;
+pub mod remote_index;
 pub mod request;
 pub mod resolve;
 pub mod text;

@@ -81,6 +81,7 @@ mod tests {
             tools: None,
             prefill: None,
             needs_prefill: true,
+            remote_indexers: Vec::new(),
         };
         let mut registry = Registry::default();
         registry.serving.insert("m".into(), Arc::new(serving));

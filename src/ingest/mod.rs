@@ -62,7 +62,7 @@ use crate::plane::kv_events::{
 use crate::router::kv::active::{Up, Wake};
 use crate::router::kv::index::{IndexOp, Owner};
 use crate::router::kv::predict::{CachePolicy, Expiry};
-use crate::router::kv::replica::IndexFeed;
+use crate::router::kv::replica::{IndexFeed, IndexReplica};
 
 /// What discovery says the ingest thread should follow.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -144,7 +144,20 @@ impl Ingest {
         approximate: Option<(Duration, CachePolicy)>,
         sync: Option<SyncSetup>,
     ) -> std::io::Result<(Ingest, Vec<crate::router::kv::select::KvInstall>)> {
-        let (feed, replicas) = crate::router::kv::replica::channel(shards, 1 << 16);
+        Ingest::start_serving(shards, approximate, sync, false).map(|(i, installs, _)| (i, installs))
+    }
+
+    /// [`Ingest::start_for`], with one more index replica when `served` (the served
+    /// indexer's, `--serve-indexer`).
+    #[allow(clippy::type_complexity)]
+    pub fn start_serving(
+        shards: usize,
+        approximate: Option<(Duration, CachePolicy)>,
+        sync: Option<SyncSetup>,
+        served: bool,
+    ) -> std::io::Result<(Ingest, Vec<crate::router::kv::select::KvInstall>, Option<IndexReplica>)> {
+        let (feed, mut replicas) = crate::router::kv::replica::channel(shards + usize::from(served), 1 << 16);
+        let extra = if served { replicas.pop() } else { None };
         let (ups, downstream) = crate::router::kv::active::channel(shards, 1 << 14)?;
         let opts = IngestOptions { upstream: Some(downstream), approximate, sync, ..IngestOptions::from_env() };
         let ingest = Ingest::start_with(feed, opts)?;
@@ -159,7 +172,7 @@ impl Ingest {
                 approximate: approximate.is_some(),
             })
             .collect();
-        Ok((ingest, installs))
+        Ok((ingest, installs, extra))
     }
 
     /// [`Ingest::start`] with explicit options. A NATS TLS setting that cannot be used (a

@@ -10,6 +10,7 @@
 //! | [`frame`] | request frame (u16 path, u16 JSON headers, u32 payload), two-part message (u64 header_len, u64 body_len, u64 checksum), u32 ack frame |
 //! | [`nats`] | the core NATS client protocol: server URLs, `CONNECT`, the units a server sends (the NATS request and event planes run on it) |
 //! | [`payload`] | serde types: `RequestControlMessage`, `PreprocessedRequest`, `LLMEngineOutput`, `Annotated`, the `{data, complete_final}` envelope, handshake / prologue / `kill` `stop` `sentinel`; msgpack / JSON [`Codec`] |
+//! | [`indexer`] | serde types of the served KV indexer's `kv_indexer_query`: the query and its tiered scores |
 //! | [`itemdec`] | a hand-written msgpack decoder of the Tokens item envelope (the per-token frame), falling back to serde for anything it does not fully understand |
 //! | [`preprocessed`] | `PreprocessedRequest` and its parts (stop conditions, sampling, guided decoding, output options, routing hints), re-exported by [`payload`] |
 //! | [`reqenc`] | the msgpack `PreprocessedRequest` body written by hand around its token-id arrays (byte-identical to the derived encoding) |
@@ -24,6 +25,7 @@
 //! fault (503, retry allowed) because on the frontend every malformed byte came from a worker.
 
 pub mod frame;
+pub mod indexer;
 pub mod itemdec;
 pub mod kv_events;
 pub mod nats;

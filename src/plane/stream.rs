@@ -223,6 +223,8 @@ pub enum ItemMode {
     Json,
     /// [`TensorItem`]s (`NvCreateTensorResponse`).
     Tensor,
+    /// The envelope's `data` as it is, not an `Annotated` item (a served indexer's answer).
+    Raw,
 }
 
 /// One decoded item, in the mode of its stream. Not boxed: Tokens items are the hot path and
@@ -233,6 +235,7 @@ pub enum StreamItem {
     Tokens(Item),
     Json(JsonItem),
     Tensor(TensorItem),
+    Raw(serde_json::Value),
 }
 
 impl StreamItem {
@@ -240,7 +243,7 @@ impl StreamItem {
     pub fn into_tokens(self) -> Option<Item> {
         match self {
             StreamItem::Tokens(i) => Some(i),
-            StreamItem::Json(_) | StreamItem::Tensor(_) => None,
+            StreamItem::Json(_) | StreamItem::Tensor(_) | StreamItem::Raw(_) => None,
         }
     }
 }

@@ -483,6 +483,9 @@ async fn serve_callback<S: ReadSome + WriteAll>(inner: Rc<Inner>, mut stream: S)
                 ItemMode::Tensor => {
                     decoder.decode::<TensorItem>(&mut buf).map(|d| d.map(|e| e.map(StreamItem::Tensor)))
                 }
+                ItemMode::Raw => {
+                    decoder.decode::<serde_json::Value>(&mut buf).map(|d| d.map(|e| e.map(StreamItem::Raw)))
+                }
             };
             match decoded {
                 Ok(Decoded::Frame(StreamEvent::Prologue(p))) if p.error.is_some() => {

@@ -214,10 +214,12 @@ impl KvSelector {
         request: u128,
         rand: impl FnMut() -> u64,
     ) -> Result<Option<(Choice, Booking)>, Overloaded> {
-        self.choose_with(self.busy, workers, usable, tokens, limits, request, rand)
+        self.choose_from(self.busy, workers, usable, tokens, limits, request, None, rand)
     }
 
-    /// [`KvSelector::choose`] for a request of `model`, with the model's busy thresholds.
+    /// [`KvSelector::choose`] for a request of `model`, with the model's busy thresholds;
+    /// `remote`: the overlaps a served indexer answered (`--use-remote-indexer`), used instead
+    /// of this shard's index.
     #[allow(clippy::too_many_arguments)]
     pub fn choose_for(
         &self,
@@ -227,9 +229,10 @@ impl KvSelector {
         tokens: &[u32],
         limits: &CardLimits,
         request: u128,
+        remote: Option<&[(Owner, u32)]>,
         rand: impl FnMut() -> u64,
     ) -> Result<Option<(Choice, Booking)>, Overloaded> {
-        self.choose_with(self.busy_for(model), workers, usable, tokens, limits, request, rand)
+        self.choose_from(self.busy_for(model), workers, usable, tokens, limits, request, remote, rand)
     }
 
     /// The busy thresholds of `model`: set at run time, else the command line's.
@@ -247,7 +250,7 @@ impl KvSelector {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn choose_with(
+    fn choose_from(
         &self,
         busy: BusyThresholds,
         workers: &[Worker],
@@ -255,6 +258,7 @@ impl KvSelector {
         tokens: &[u32],
         limits: &CardLimits,
         request: u128,
+        remote: Option<&[(Owner, u32)]>,
         mut rand: impl FnMut() -> u64,
     ) -> Result<Option<(Choice, Booking)>, Overloaded> {
         if usable.is_empty() {
@@ -276,12 +280,19 @@ impl KvSelector {
         let block_size = u32::try_from(limits.kv_cache_block_size).ok().filter(|b| *b > 0).unwrap_or(16);
         let local = local_block_hashes(tokens, block_size, &BlockHashOptions::default());
         let seq = sequence_hashes(&local);
-        let overlaps = match self.replica.borrow_mut().as_mut() {
-            Some(r) => {
+        let overlaps = match (remote, self.replica.borrow_mut().as_mut()) {
+            (Some(given), r) => {
+                // Load reports and other routers' bookings still come through the ring.
+                if let Some(r) = r {
+                    self.drain(r);
+                }
+                given.to_vec()
+            }
+            (None, Some(r)) => {
                 self.drain(r);
                 r.find_matches(&local)
             }
-            None => Vec::new(),
+            (None, None) => Vec::new(),
         };
         let overlap_of = |o: Owner| overlaps.iter().find(|(x, _)| *x == o).map_or(0, |(_, n)| *n);
         let table = self.bookings.table.borrow();

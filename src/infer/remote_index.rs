@@ -1,0 +1,99 @@
+//! `--use-remote-indexer` (docs/dynamo/remote-indexer.md): the kv router scores workers with
+//! a served indexer's answer instead of a local index. Per routing decision the prompt's
+//! local block hashes go to one of the `kv_indexer_query` instances registered under the
+//! workers' component (a `dynamo.frontend --serve-indexer`, or a switchyard one, see
+//! [`crate::indexer`]); its `TieredScores` become the overlaps the cost is computed with.
+//! Runs on the shard, as part of the request's dispatch, over the shard's request plane.
+//!
+//! As in 1.6.1, a failed query fails the request (no silent fall-back to "nothing cached"):
+//! the client gets 1.6.1's 500 and the log says why.
+
+use std::rc::Rc;
+use std::time::Duration;
+
+use crate::error::{Error, Kind};
+use crate::plane::indexer::{IndexerQueryRequest, IndexerQueryResponse};
+use crate::plane::stream::{ItemMode, StreamEvent, StreamItem};
+use crate::registry::Serving;
+use crate::router::kv::hash::{local_block_hashes, BlockHashOptions};
+use crate::router::kv::index::Owner;
+use crate::shard::ShardCtx;
+use crate::transport::client::{RequestBody, Route};
+
+/// Longest wait for a served indexer's answer when `--worker-callback-timeout` sets none.
+const ANSWER_WITHIN: Duration = Duration::from_secs(10);
+
+/// The query as a request-plane body.
+#[derive(serde::Serialize)]
+#[serde(transparent)]
+struct Query(IndexerQueryRequest);
+
+impl RequestBody for Query {
+    const ITEMS: ItemMode = ItemMode::Raw;
+}
+
+/// What the client is told when the query fails (1.6.1's body for a routing failure).
+fn failed(why: &str) -> Error {
+    crate::log::warn(&format!("remote indexer query failed: {why}"));
+    Error::new(Kind::Internal, "Failed to generate completions")
+}
+
+/// The `(worker, dp_rank)` overlaps of `tokens` for `serving`'s workers, from a served
+/// indexer.
+pub async fn overlaps(ctx: &Rc<ShardCtx>, serving: &Serving, tokens: &[u32]) -> Result<Vec<(Owner, u32)>, Error> {
+    let block_size = u32::try_from(serving.limits.kv_cache_block_size).ok().filter(|b| *b > 0).unwrap_or(16);
+    let block_hashes = local_block_hashes(tokens, block_size, &BlockHashOptions::default());
+    if block_hashes.is_empty() {
+        // Not one whole block: nothing can match, and 1.6.1 asks nothing.
+        return Ok(Vec::new());
+    }
+    let n = serving.remote_indexers.len();
+    if n == 0 {
+        return Err(failed(&format!("no kv_indexer_query instance serves model {}", serving.name)));
+    }
+    let at = &serving.remote_indexers[(ctx.router.next_u64() % n as u64) as usize];
+    let query = Query(IndexerQueryRequest { model_name: serving.name.clone(), block_hashes, device_only: false });
+    let route = match &at.nats_subject {
+        Some(subject) => Route::Nats { subject },
+        None => Route::Tcp { addr: at.addr, path: &at.path },
+    };
+    let id = crate::util::format_uuid(crate::util::new_uuid());
+    let within = ctx.shared.config.worker_callback_timeout.unwrap_or(ANSWER_WITHIN).min(ANSWER_WITHIN);
+    let mut stream = ctx
+        .plane
+        .generate_to(route, at.codec, &query, &id, within)
+        .await
+        .map_err(|e| failed(&format!("indexer {:x}: {e}", at.instance_id)))?;
+    let mut answer = None;
+    let read = async {
+        while let Some(ev) = stream.next().await {
+            match ev {
+                Ok(StreamEvent::Item(StreamItem::Raw(v))) if answer.is_none() => answer = Some(v),
+                Ok(StreamEvent::CompleteFinal | StreamEvent::Sentinel) => break,
+                Ok(_) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    };
+    let ended = monoio::select! {
+        r = read => r.map_err(|e| e.to_string()),
+        _ = monoio::time::sleep(within) => Err(format!("no answer within {within:?}")),
+    };
+    if let Err(e) = ended {
+        if answer.is_none() {
+            return Err(failed(&format!("indexer {:x}: {e}", at.instance_id)));
+        }
+    }
+    let Some(v) = answer else { return Err(failed("Remote indexer returned empty response")) };
+    match serde_json::from_value::<IndexerQueryResponse>(v) {
+        Ok(IndexerQueryResponse::TieredScores(t)) => Ok(t
+            .device
+            .scores
+            .into_iter()
+            .map(|(w, n)| (Owner { worker_id: w.worker_id, dp_rank: w.dp_rank }, n))
+            .collect()),
+        Ok(IndexerQueryResponse::Error(msg)) => Err(failed(&format!("Remote indexer error: {msg}"))),
+        Err(e) => Err(failed(&format!("indexer {:x}: an answer that does not decode: {e}", at.instance_id))),
+    }
+}

@@ -231,6 +231,19 @@ fn startup_validations_exit_non_zero_with_messages() {
         assert_eq!(code, Some(1));
         assert!(err.contains(&format!("{flag} with --no-router-kv-events")), "{err}");
     }
+    // Router options 1.6.1 checks in kv mode, with its messages; two JetStream options of
+    // earlier releases that 1.6.1 does not have.
+    let (code, err) = run(&["--router-mode", "kv", "--router-event-threads", "0"]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("router_event_threads must be at least 1"), "{err}");
+    let (code, err) = run(&["--router-mode", "kv", "--no-router-track-active-blocks", "--router-track-output-blocks"]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("router_track_output_blocks requires router_track_active_blocks=true"), "{err}");
+    for gone in ["--router-snapshot-threshold", "--router-reset-states"] {
+        let (code, err) = run(&[gone, "10"]);
+        assert_eq!(code, Some(1));
+        assert!(err.contains("Unknown arguments specified"), "{gone}: {err}");
+    }
     let (code, err) = run(&["--router-mode", "kv", "--serve-indexer", "--request-plane", "nats"]);
     assert_eq!(code, Some(1));
     assert!(err.contains("--serve-indexer with --request-plane nats"), "{err}");

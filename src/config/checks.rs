@@ -68,6 +68,8 @@ const IMPLEMENTED: &[&str] = &[
     // Replica sync (kv mode, ZMQ event plane; checked in `validate`).
     "router_replica_sync",
     "serve_indexer",
+    "router_track_active_blocks",
+    "router_event_threads",
     "use_remote_indexer",
     // Busy detection (kv mode only; checked in `validate`).
     "active_decode_blocks_threshold",
@@ -219,6 +221,15 @@ pub(super) fn validate_dynamo(p: &Parsed, warnings: &mut Vec<String>) -> Result<
     // the router queue is the kv router's, and 1.6.1 ignores it in the other modes.
     if *p.get("router_queue_threshold") != Value::Null && text(p, "router_mode") != Some("kv") {
         warnings.push("--router-queue-threshold has no effect outside --router-mode kv (as in Dynamo 1.6.1)".into());
+    }
+    // 1.6.1 checks the kv router's settings in kv mode only (elsewhere they go unread).
+    if text(p, "router_mode") == Some("kv") {
+        if boolean(p, "router_track_output_blocks") && !boolean(p, "router_track_active_blocks") {
+            return Err(invalid("router_track_output_blocks requires router_track_active_blocks=true"));
+        }
+        if int(p, "router_event_threads").is_some_and(|n| n < 1) {
+            return Err(invalid("router_event_threads must be at least 1"));
+        }
     }
     // The served indexer and its consumers (`indexer`, `infer::remote_index`): event-driven
     // mode over the TCP request plane.

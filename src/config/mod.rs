@@ -400,6 +400,7 @@ fn kv_cost(p: &Parsed) -> Result<settings::CostParams, ConfigError> {
         decode_active_request_weight: number("decode_active_request_weight", d.decode_active_request_weight)?,
         temperature: number("router_temperature", d.temperature)?,
         track_prefill_tokens: boolean(p, "router_track_prefill_tokens"),
+        track_active_blocks: boolean(p, "router_track_active_blocks"),
         assume_kv_reuse: boolean(p, "router_assume_kv_reuse"),
         prefer_room: text(p, "router_tie_break") != Some("random"),
         ..d

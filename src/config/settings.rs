@@ -57,6 +57,10 @@ pub struct CostParams {
     pub temperature: f64,
     /// `--router-track-prefill-tokens`.
     pub track_prefill_tokens: bool,
+    /// `--router-track-active-blocks` (on by default): the decode term counts the worker's
+    /// booked blocks and the request's own; off (`--no-router-track-active-blocks`), the
+    /// decode term is 0 and bookings carry no blocks (prefill tokens are still tracked).
+    pub track_active_blocks: bool,
     /// `--router-assume-kv-reuse`: requests sharing a prompt block share it in the decode
     /// cost (off: every booked block counts once per request).
     pub assume_kv_reuse: bool,
@@ -77,6 +81,7 @@ impl Default for CostParams {
             disk_cache_hit_weight: 0.25,
             temperature: 0.0,
             track_prefill_tokens: true,
+            track_active_blocks: true,
             assume_kv_reuse: true,
             prefer_room: true,
         }

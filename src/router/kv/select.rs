@@ -310,7 +310,7 @@ impl KvSelector {
             let c = Candidate {
                 overlap_blocks: overlap_of(owner).min(local.len() as u32),
                 active_prefill_tokens: a.map_or(0, |a| a.prefill_tokens),
-                decode_blocks: held + new,
+                decode_blocks: if self.params.track_active_blocks { held + new } else { 0 },
                 active_requests: a.map_or(0, |a| a.requests),
                 ..Candidate::default()
             };
@@ -333,7 +333,12 @@ impl KvSelector {
         self.predict(owner, &local, &seq, limits.total_kv_blocks);
         // `--no-router-assume-kv-reuse`: the booking's blocks are its own (fresh random
         // identities), never shared with another request's.
-        let ids = if self.params.assume_kv_reuse { seq } else { seq.iter().map(|_| rand()).collect() };
+        // `--no-router-track-active-blocks`: no blocks booked at all.
+        let ids = match (self.params.track_active_blocks, self.params.assume_kv_reuse) {
+            (false, _) => Vec::new(),
+            (true, true) => seq,
+            (true, false) => seq.iter().map(|_| rand()).collect(),
+        };
         let booking = self.bookings.book(owner, prefill_tokens, ids, request);
         let mut st = self.stats.borrow_mut();
         *st.decisions.entry(owner.worker_id).or_insert(0) += 1;
@@ -476,6 +481,27 @@ mod tests {
             let owner = Owner { worker_id: w[0].instance_id, dp_rank: 0 };
             assert_eq!(sel.bookings.table.borrow().get(owner).unwrap().blocks.len(), blocks, "assume_kv_reuse {reuse}");
         }
+    }
+
+    #[test]
+    fn without_active_block_tracking_the_decode_term_is_zero() {
+        // 1.6.1, observed: an idle 32-token prompt costs 2 instead of 4 (prefill only).
+        let w = workers(1);
+        let prompt: Vec<u32> = (1000..1200).collect();
+        let (_feed, mut replicas) = channel(1, 64);
+        let sel = KvSelector::new(
+            CostParams { track_active_blocks: false, ..CostParams::default() },
+            BusyThresholds::default(),
+        );
+        sel.install(alone(replicas.pop().unwrap()));
+        let mut rand = counter();
+        let (c1, _b1) = sel.choose(&w, &[0], &prompt, &LIMITS, 1, &mut rand).unwrap().unwrap();
+        assert_eq!(c1.logit, 12.5, "200 prompt tokens / 16, no decode blocks");
+        let owner = Owner { worker_id: w[0].instance_id, dp_rank: 0 };
+        assert_eq!(sel.bookings.table.borrow().get(owner).map(|a| (a.blocks.len(), a.prefill_tokens)), Some((0, 200)));
+        // A second request sees the first one's prefill tokens, never its blocks.
+        let (c2, _b2) = sel.choose(&w, &[0], &prompt, &LIMITS, 2, &mut rand).unwrap().unwrap();
+        assert_eq!(c2.logit, 25.0);
     }
 
     #[test]

@@ -146,7 +146,13 @@ fn main() {
     let mut served_replica = None;
     let ingest = if kv_mode || cfg.kv_busy.any() {
         let serve = kv_mode && cfg.serve_indexer;
-        match switchyard::ingest::Ingest::start_serving(server.drivers.len(), cfg.kv_approximate(), sync, serve) {
+        match switchyard::ingest::Ingest::start_serving(
+            server.drivers.len(),
+            cfg.kv_approximate(),
+            cfg.kv_predicted_ttl,
+            sync,
+            serve,
+        ) {
             Ok((i, installs, extra)) => {
                 server.install_kv(installs);
                 served_replica = extra;

@@ -1066,7 +1066,8 @@ fn text_chunks_match_the_captured_dynamo_answers() {
 /// `main` starts them, watching `backend`.
 fn kv_frontend(cfg: &Arc<switchyard::config::Config>, backend: Backend) -> (Server, Control, Ingest) {
     let server = switchyard::service::start(cfg.clone()).unwrap();
-    let (ingest, installs) = Ingest::start_for(server.drivers.len(), cfg.kv_approximate(), None).unwrap();
+    let (ingest, installs, _) =
+        Ingest::start_serving(server.drivers.len(), cfg.kv_approximate(), cfg.kv_predicted_ttl, None, false).unwrap();
     server.install_kv(installs);
     let control = Control::start_with_kv(cfg, &server, backend, Some(ingest.sender())).unwrap();
     (server, control, ingest)
@@ -1119,6 +1120,55 @@ fn approximate_kv_mode_predicts_the_cache_from_its_own_decisions() {
     );
     assert!(prompt >= 6 * 4, "a prompt of several blocks: {prompt} blocks over 6 requests");
     assert_eq!(overlap, prompt / 6 * 5, "the repeats found the predicted blocks");
+    control.stop();
+    server.shutdown();
+    drop(ingest);
+}
+
+/// `--router-predicted-ttl-secs`: with KV events on (the embedded workers publish none), each
+/// decision is remembered in the side index for the TTL: repeats find the prompt on the
+/// worker the first went to, whichever shard serves them; once the TTL is over, nothing.
+#[test]
+fn predicted_ttl_remembers_decisions_for_its_ttl_only() {
+    let cfg = switchyard::config::Embedded { workers: 3, model_path: qwen3_dir(), fast: true };
+    let embedded = switchyard::worker::embedded::start(&cfg).unwrap();
+    let fcfg = frontend_config(&["--router-mode", "kv", "--router-predicted-ttl-secs", "0.5"]);
+    assert_eq!(fcfg.kv_predicted_ttl, Some(Duration::from_millis(500)));
+    let (server, control, ingest) = kv_frontend(&fcfg, Backend::Mem(embedded.store.clone()));
+    assert!(wait_models(server.addr, |ids| !ids.is_empty()));
+    let long: String = (0..120).map(|i| format!("word{i} ")).collect();
+    let body = serde_json::json!({"model": "qwen3", "messages": [{"role": "user", "content": long}], "max_tokens": 4});
+    let send = || {
+        let req = format!(
+            "POST /v1/chat/completions HTTP/1.1\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{}",
+            body.to_string().len(),
+            body
+        );
+        let r = Client::connect(server.addr).roundtrip(req.as_bytes());
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    };
+    let counts = || {
+        let text =
+            String::from_utf8(Client::connect(server.addr).roundtrip(b"GET /metrics HTTP/1.1\r\n\r\n").body).unwrap();
+        let counter = |name: &str| -> u64 {
+            text.lines()
+                .find(|l| l.starts_with(name) && l.as_bytes().get(name.len()) == Some(&b' '))
+                .map_or(0, |l| l.split(' ').next_back().unwrap().parse().unwrap())
+        };
+        (counter("switchyard_kv_router_overlap_blocks_total"), counter("switchyard_kv_router_prompt_blocks_total"))
+    };
+    for _ in 0..4 {
+        send();
+        std::thread::sleep(Duration::from_millis(30));
+    }
+    let (overlap, prompt) = counts();
+    assert!(prompt >= 4 * 4, "a prompt of several blocks: {prompt} blocks over 4 requests");
+    assert_eq!(overlap, prompt / 4 * 3, "the repeats found the predicted blocks");
+    // Past the TTL the prediction is gone: the next repeat finds nothing.
+    std::thread::sleep(Duration::from_millis(1200));
+    send();
+    let (after, _) = counts();
+    assert_eq!(after, overlap, "nothing found once the TTL is over");
     control.stop();
     server.shutdown();
     drop(ingest);

@@ -239,6 +239,12 @@ fn startup_validations_exit_non_zero_with_messages() {
     let (code, err) = run(&["--router-mode", "kv", "--no-router-track-active-blocks", "--router-track-output-blocks"]);
     assert_eq!(code, Some(1));
     assert!(err.contains("router_track_output_blocks requires router_track_active_blocks=true"), "{err}");
+    let (code, err) = run(&["--router-mode", "kv", "--no-router-kv-events", "--router-predicted-ttl-secs", "3"]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("router_predicted_ttl_secs requires use_kv_events=true"), "{err}");
+    let (code, err) = run(&["--router-mode", "kv", "--router-predicted-ttl-secs=-1"]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("router_predicted_ttl_secs must be greater than or equal to 0"), "{err}");
     for gone in ["--router-snapshot-threshold", "--router-reset-states"] {
         let (code, err) = run(&[gone, "10"]);
         assert_eq!(code, Some(1));

@@ -111,6 +111,7 @@ fn events_and_usage_reports_over_nats_reach_the_replica() {
             nats_tls: Default::default(),
             upstream: None,
             approximate: None,
+            predicted: None,
             sync: None,
             router_id: 1,
         },

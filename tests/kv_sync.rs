@@ -197,6 +197,7 @@ fn bookings_are_published_to_a_libzmq_subscriber() {
         up: ups.pop(),
         share_bookings: true,
         approximate: false,
+        predicted: false,
     });
     let mut sub = Command::new("/usr/bin/python3")
         .args(["-c", SUBSCRIBER, &endpoint, "3"])

@@ -70,6 +70,7 @@ const IMPLEMENTED: &[&str] = &[
     "serve_indexer",
     "router_track_active_blocks",
     "router_event_threads",
+    "router_predicted_ttl_secs",
     "use_remote_indexer",
     // Busy detection (kv mode only; checked in `validate`).
     "active_decode_blocks_threshold",
@@ -229,6 +230,14 @@ pub(super) fn validate_dynamo(p: &Parsed, warnings: &mut Vec<String>) -> Result<
         }
         if int(p, "router_event_threads").is_some_and(|n| n < 1) {
             return Err(invalid("router_event_threads must be at least 1"));
+        }
+        if let Some(ttl) = float(p, "router_predicted_ttl_secs") {
+            if !boolean(p, "use_kv_events") {
+                return Err(invalid("router_predicted_ttl_secs requires use_kv_events=true"));
+            }
+            if !(ttl >= 0.0 && ttl.is_finite()) {
+                return Err(invalid("router_predicted_ttl_secs must be greater than or equal to 0"));
+            }
         }
     }
     // The served indexer and its consumers (`indexer`, `infer::remote_index`): event-driven

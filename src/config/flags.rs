@@ -219,7 +219,7 @@ pub static DYNAMO_FLAGS: &[Flag] = &[
     flag(&["--shared-cache-type"], &[], "shared_cache_type", Some("DYN_SHARED_CACHE_TYPE"), Kind::Choice, Default::Str("none"),
         &["none", "hicache"], "Kind of shared KV cache between workers."),
     flag(&["--router-predicted-ttl-secs"], &[], "router_predicted_ttl_secs", Some("DYN_ROUTER_PREDICTED_TTL_SECS"), Kind::Float, Default::None,
-        &[], "Predicted lifetime of cached blocks."),
+        &[], "KV router: predict-on-route; each routing decision's blocks count as cached on the chosen worker for this many seconds, merged (per worker, the larger overlap) with what its KV events say. Needs KV events; unset: off."),
     flag(&["--ais-perf-config"], &[], "ais_perf_config", None, Kind::Str, Default::None,
         &[], "Performance model configuration for --router-prefill-load-model ais."),
     flag(&["--ais-backend", "--aic-backend"], &[], "ais_backend", None, Kind::Str, Default::None,

@@ -189,6 +189,9 @@ pub struct Config {
     /// `--no-router-kv-events`: the kv router predicts the cache from its own decisions,
     /// each prediction living this long (`--router-ttl-secs`).
     pub kv_approximate_ttl: Option<Duration>,
+    /// `--router-predicted-ttl-secs` (kv mode, KV events on): the predict-on-route side index,
+    /// each prediction living this long.
+    pub kv_predicted_ttl: Option<Duration>,
     /// `--router-approximate-cache-policy`.
     pub kv_cache_policy: settings::CachePolicy,
     /// The kv router's queue (`--router-queue-threshold`, `--router-queue-policy`).
@@ -568,6 +571,9 @@ fn typed(parsed: Parsed, env: &dyn Fn(&str) -> Option<String>) -> Result<Config,
         streaming_reasoning_dispatch: boolean(p, "enable_streaming_reasoning_dispatch"),
         kv_cost: kv_cost(p)?,
         kv_approximate_ttl: if boolean(p, "use_kv_events") { None } else { Some(secs(p, "router_ttl_secs")?) },
+        kv_predicted_ttl: float(p, "router_predicted_ttl_secs")
+            .filter(|_| text(p, "router_mode") == Some("kv"))
+            .map(Duration::from_secs_f64),
         kv_cache_policy: match text(p, "router_approximate_cache_policy") {
             Some("lru") => settings::CachePolicy::Lru,
             _ => settings::CachePolicy::Ttl,

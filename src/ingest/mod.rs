@@ -96,6 +96,9 @@ pub struct IngestOptions {
     /// Approximate mode (`--no-router-kv-events`): no subscriptions; the shards' routing
     /// predictions are re-published to every replica and leave after this TTL or by LRU.
     pub approximate: Option<(Duration, CachePolicy)>,
+    /// `--router-predicted-ttl-secs`: the shards' routing predictions also go to every
+    /// replica's side index ([`IndexOp::Side`]) and leave it after this TTL.
+    pub predicted: Option<Duration>,
     /// `--router-replica-sync`: the publisher of this process's bookings, and its endpoint
     /// as registered in discovery (not subscribed to).
     pub sync: Option<SyncSetup>,
@@ -109,7 +112,15 @@ impl IngestOptions {
     pub fn from_env() -> IngestOptions {
         let nats_url = std::env::var("NATS_SERVER").unwrap_or_else(|_| nats::DEFAULT_URL.to_owned());
         let nats_tls = crate::tls::plane::NatsTlsFiles::from_env(&|k| std::env::var(k).ok());
-        IngestOptions { nats_url, nats_tls, upstream: None, approximate: None, sync: None, router_id: random_id() }
+        IngestOptions {
+            nats_url,
+            nats_tls,
+            upstream: None,
+            approximate: None,
+            predicted: None,
+            sync: None,
+            router_id: random_id(),
+        }
     }
 }
 
@@ -144,22 +155,25 @@ impl Ingest {
         approximate: Option<(Duration, CachePolicy)>,
         sync: Option<SyncSetup>,
     ) -> std::io::Result<(Ingest, Vec<crate::router::kv::select::KvInstall>)> {
-        Ingest::start_serving(shards, approximate, sync, false).map(|(i, installs, _)| (i, installs))
+        Ingest::start_serving(shards, approximate, None, sync, false).map(|(i, installs, _)| (i, installs))
     }
 
     /// [`Ingest::start_for`], with one more index replica when `served` (the served
-    /// indexer's, `--serve-indexer`).
+    /// indexer's, `--serve-indexer`) and the predict-on-route side index when `predicted`
+    /// (its TTL, `--router-predicted-ttl-secs`).
     #[allow(clippy::type_complexity)]
     pub fn start_serving(
         shards: usize,
         approximate: Option<(Duration, CachePolicy)>,
+        predicted: Option<Duration>,
         sync: Option<SyncSetup>,
         served: bool,
     ) -> std::io::Result<(Ingest, Vec<crate::router::kv::select::KvInstall>, Option<IndexReplica>)> {
         let (feed, mut replicas) = crate::router::kv::replica::channel(shards + usize::from(served), 1 << 16);
         let extra = if served { replicas.pop() } else { None };
         let (ups, downstream) = crate::router::kv::active::channel(shards, 1 << 14)?;
-        let opts = IngestOptions { upstream: Some(downstream), approximate, sync, ..IngestOptions::from_env() };
+        let opts =
+            IngestOptions { upstream: Some(downstream), approximate, predicted, sync, ..IngestOptions::from_env() };
         let ingest = Ingest::start_with(feed, opts)?;
         let installs = replicas
             .into_iter()
@@ -170,6 +184,7 @@ impl Ingest {
                 up: Some(up),
                 share_bookings: true,
                 approximate: approximate.is_some(),
+                predicted: predicted.is_some(),
             })
             .collect();
         Ok((ingest, installs, extra))
@@ -235,6 +250,8 @@ struct State {
     wake: Option<Arc<Wake>>,
     /// Approximate mode: the expiry of what the shards predicted.
     approx: Option<Expiry>,
+    /// `--router-predicted-ttl-secs`: what the side index holds, and when each entry leaves.
+    side: Option<Expiry>,
     workers: BTreeSet<u64>,
     sources: BTreeMap<Owner, Target>,
     streams: Streams,
@@ -285,6 +302,7 @@ impl State {
             upstream,
             wake,
             approx: opts.approximate.map(|(ttl, policy)| Expiry::new(ttl, policy)),
+            side: opts.predicted.map(|ttl| Expiry::new(ttl, CachePolicy::Ttl)),
             workers: BTreeSet::new(),
             sources: BTreeMap::new(),
             streams: Streams::default(),
@@ -302,6 +320,11 @@ impl State {
     }
 
     fn discovery(&mut self, mut p: Publishers) {
+        if let Some(side) = self.side.as_mut() {
+            for gone in self.workers.difference(&p.workers) {
+                side.remove_worker(*gone);
+            }
+        }
         if let Some(expiry) = self.approx.as_mut() {
             // No event plane: only the set of workers matters.
             for gone in self.workers.difference(&p.workers) {
@@ -420,15 +443,20 @@ impl State {
                         self.feed.publish(IndexOp::Load(m));
                     }
                     Up::Predict(p) => {
-                        let Some(expiry) = self.approx.as_mut() else { continue };
-                        if self.workers.contains(&p.owner.worker_id) {
-                            let mut evicted = Vec::new();
+                        if !self.workers.contains(&p.owner.worker_id) {
+                            continue;
+                        }
+                        let mut evicted = Vec::new();
+                        if let Some(expiry) = self.approx.as_mut() {
                             expiry.touch(&p, now, &mut evicted);
                             self.feed.publish(p.op());
                             for op in evicted {
                                 self.feed.publish(op);
                             }
                             self.stats.events.fetch_add(1, Ordering::Relaxed);
+                        } else if let Some(side) = self.side.as_mut() {
+                            side.touch(&p, now, &mut evicted);
+                            self.feed.publish(IndexOp::Side(Box::new(p.op())));
                         }
                     }
                 }
@@ -439,6 +467,13 @@ impl State {
             expiry.expire(now, &mut gone);
             for op in gone {
                 self.feed.publish(op);
+            }
+        }
+        if let Some(side) = self.side.as_mut() {
+            let mut gone = Vec::new();
+            side.expire(now, &mut gone);
+            for op in gone {
+                self.feed.publish(IndexOp::Side(Box::new(op)));
             }
         }
     }

@@ -231,7 +231,7 @@ fn push_op(owner: Owner, ev: &RouterEvent, out: &mut Vec<Out>) {
         IndexOp::Stored { owner: o, .. } | IndexOp::Removed { owner: o, .. } | IndexOp::Cleared { owner: o } => {
             *o = owner
         }
-        IndexOp::RemoveWorker { .. } | IndexOp::Usage { .. } | IndexOp::Load(_) => {}
+        IndexOp::RemoveWorker { .. } | IndexOp::Usage { .. } | IndexOp::Load(_) | IndexOp::Side(_) => {}
     }
     out.push(Out::Op(op));
 }

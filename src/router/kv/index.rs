@@ -91,6 +91,9 @@ pub enum IndexOp {
     /// A booking step of one shard, for the others' active-sequence tables (not an index
     /// change either).
     Load(super::active::LoadMsg),
+    /// `--router-predicted-ttl-secs`: a change to the replicas' predict-on-route side index
+    /// (what routing decisions predict, kept apart from what the workers' events say).
+    Side(Box<IndexOp>),
 }
 
 impl IndexOp {
@@ -197,7 +200,7 @@ impl KvIndex {
             IndexOp::Removed { owner, block_hashes } => self.remove(*owner, block_hashes),
             IndexOp::Cleared { owner } => self.clear(*owner),
             IndexOp::RemoveWorker { worker_id } => self.remove_worker(*worker_id),
-            IndexOp::Usage { .. } | IndexOp::Load(_) => {}
+            IndexOp::Usage { .. } | IndexOp::Load(_) | IndexOp::Side(_) => {}
         }
     }
 

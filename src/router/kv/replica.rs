@@ -60,6 +60,8 @@ pub struct IndexReplica {
     id: u16,
     /// Other shards' booking steps, drained but not yet taken by the shard.
     loads: Vec<LoadMsg>,
+    /// `--router-predicted-ttl-secs`: the predict-on-route side index (made on first use).
+    side: Option<KvIndex>,
 }
 
 /// A feed and `replicas` replicas whose rings hold `capacity` ops each.
@@ -70,7 +72,14 @@ pub fn channel(replicas: usize, capacity: usize) -> (IndexFeed, Vec<IndexReplica
         let (p, c) = RingBuffer::new(capacity);
         rings.push(p);
         let id = id as u16;
-        out.push(IndexReplica { ring: c, index: KvIndex::new(), usage: HashMap::new(), id, loads: Vec::new() });
+        out.push(IndexReplica {
+            ring: c,
+            index: KvIndex::new(),
+            usage: HashMap::new(),
+            id,
+            loads: Vec::new(),
+            side: None,
+        });
     }
     let backlog = (0..replicas).map(|_| VecDeque::new()).collect();
     (IndexFeed { rings, backlog }, out)
@@ -138,7 +147,11 @@ impl IndexReplica {
                 IndexOp::RemoveWorker { worker_id } => {
                     self.usage.retain(|o, _| o.worker_id != worker_id);
                     self.index.remove_worker(worker_id);
+                    if let Some(side) = self.side.as_mut() {
+                        side.remove_worker(worker_id);
+                    }
                 }
+                IndexOp::Side(op) => self.side.get_or_insert_with(KvIndex::new).apply(&op),
                 op => self.index.apply(&op),
             }
         }
@@ -152,7 +165,15 @@ impl IndexReplica {
 
     /// Applies `op` here only (a shard's own prediction, ahead of its broadcast).
     pub fn apply(&mut self, op: &IndexOp) {
-        self.index.apply(op);
+        match op {
+            IndexOp::Side(op) => self.side.get_or_insert_with(KvIndex::new).apply(op),
+            op => self.index.apply(op),
+        }
+    }
+
+    /// The side index's matches (`--router-predicted-ttl-secs`), as of the last drain.
+    pub fn side_matches(&self, local_hashes: &[u64]) -> Vec<(Owner, u32)> {
+        self.side.as_ref().map_or_else(Vec::new, |s| s.find_matches(local_hashes))
     }
 
     /// The KV blocks `owner` last reported in use (as of the last drain).

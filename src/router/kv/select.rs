@@ -28,7 +28,7 @@ pub use super::active::Booking;
 use super::active::{Bookings, Upstream};
 use super::cost::{choose, choose_roomiest, logit, Candidate, CostParams, RequestShape};
 use super::hash::{local_block_hashes, sequence_hashes, BlockHashOptions};
-use super::index::{BlockPair, Owner};
+use super::index::{BlockPair, IndexOp, Owner};
 use super::predict::Prediction;
 use super::queue::{Queue, QueueConfig, RECHECK};
 use super::replica::IndexReplica;
@@ -70,6 +70,9 @@ pub struct KvInstall {
     pub share_bookings: bool,
     /// Approximate mode (`--no-router-kv-events`): predictions are sent up.
     pub approximate: bool,
+    /// `--router-predicted-ttl-secs`: predictions are sent up for the side index, and the
+    /// overlaps are the larger of the index's and the side index's per worker rank.
+    pub predicted: bool,
 }
 
 /// Every candidate worker is over a busy threshold.
@@ -82,6 +85,7 @@ pub struct KvSelector {
     ingest: RefCell<Option<Arc<IngestStats>>>,
     bookings: Bookings,
     approximate: std::cell::Cell<bool>,
+    predicted: std::cell::Cell<bool>,
     params: CostParams,
     /// The busy thresholds of the command line, and per model those set at run time
     /// (`POST /busy_threshold`, broadcast to every shard).
@@ -110,6 +114,7 @@ impl KvSelector {
             ingest: RefCell::new(None),
             bookings: Bookings::default(),
             approximate: std::cell::Cell::new(false),
+            predicted: std::cell::Cell::new(false),
             params,
             busy,
             busy_set: RefCell::default(),
@@ -167,6 +172,7 @@ impl KvSelector {
         *self.bookings.up.borrow_mut() = kv.up;
         self.bookings.share.set(kv.share_bookings);
         self.approximate.set(kv.approximate);
+        self.predicted.set(kv.predicted);
     }
 
     /// This shard's counters (the replica brought up to date first).
@@ -290,7 +296,17 @@ impl KvSelector {
             }
             (None, Some(r)) => {
                 self.drain(r);
-                r.find_matches(&local)
+                let mut found = r.find_matches(&local);
+                if self.predicted.get() {
+                    // 1.6.1's merge: per worker rank, the larger of the two overlaps.
+                    for (o, n) in r.side_matches(&local) {
+                        match found.iter_mut().find(|(x, _)| *x == o) {
+                            Some((_, m)) => *m = (*m).max(n),
+                            None => found.push((o, n)),
+                        }
+                    }
+                }
+                found
             }
             (None, None) => Vec::new(),
         };
@@ -352,14 +368,16 @@ impl KvSelector {
     /// Approximate mode: the prompt's full blocks are taken as cached on `owner`, here at
     /// once and on every other shard through the ingest thread.
     fn predict(&self, owner: Owner, local: &[u64], seq: &[u64], capacity: u64) {
-        if !self.approximate.get() || local.is_empty() {
+        let (approximate, side) = (self.approximate.get(), self.predicted.get());
+        if !(approximate || side) || local.is_empty() {
             return;
         }
         let blocks: Arc<[BlockPair]> =
             local.iter().zip(seq).map(|(&l, &s)| BlockPair { block_hash: s, tokens_hash: l }).collect();
         let p = Prediction { owner, blocks, capacity };
         if let Some(r) = self.replica.borrow_mut().as_mut() {
-            r.apply(&p.op());
+            let op = p.op();
+            r.apply(&if approximate { op } else { IndexOp::Side(Box::new(op)) });
         }
         self.bookings.predict(p);
     }
@@ -458,7 +476,14 @@ mod tests {
 
     /// A one-shard install: no ring up, nothing shared.
     fn alone(replica: IndexReplica) -> KvInstall {
-        KvInstall { replica, ingest: Arc::default(), up: None, share_bookings: false, approximate: false }
+        KvInstall {
+            replica,
+            ingest: Arc::default(),
+            up: None,
+            share_bookings: false,
+            approximate: false,
+            predicted: false,
+        }
     }
 
     #[test]
@@ -481,6 +506,35 @@ mod tests {
             let owner = Owner { worker_id: w[0].instance_id, dp_rank: 0 };
             assert_eq!(sel.bookings.table.borrow().get(owner).unwrap().blocks.len(), blocks, "assume_kv_reuse {reuse}");
         }
+    }
+
+    #[test]
+    fn predicted_routes_count_as_cached_until_they_expire() {
+        // 1.6.1, observed: within the TTL an evicted prompt still scores 16/16, after it 0/16.
+        let w = workers(2);
+        let prompt: Vec<u32> = (1000..1200).collect();
+        let (mut feed, mut replicas) = channel(1, 64);
+        let sel = KvSelector::new(CostParams::default(), BusyThresholds::default());
+        sel.install(KvInstall { predicted: true, ..alone(replicas.pop().unwrap()) });
+        let mut rand = counter();
+        let (c1, b1) = sel.choose(&w, &[0, 1], &prompt, &LIMITS, 1, &mut rand).unwrap().unwrap();
+        assert_eq!(c1.overlap_blocks, 0);
+        drop(b1);
+        let (c2, b2) = sel.choose(&w, &[0, 1], &prompt, &LIMITS, 2, &mut rand).unwrap().unwrap();
+        assert_eq!((c2.index, c2.overlap_blocks), (c1.index, 12), "the side index's prediction");
+        drop(b2);
+        // The worker's own events say it holds 3 blocks: the larger overlap counts.
+        let owner = Owner { worker_id: w[c1.index].instance_id, dp_rank: 0 };
+        let local = local_block_hashes(&prompt, 16, &BlockHashOptions::default());
+        let seq = sequence_hashes(&local);
+        let pairs: Arc<[BlockPair]> =
+            local.iter().zip(&seq).take(3).map(|(&l, &s)| BlockPair { block_hash: s, tokens_hash: l }).collect();
+        feed.publish(IndexOp::Stored { owner, parent_hash: None, blocks: pairs });
+        // The ingest thread expires the prediction.
+        feed.publish(IndexOp::Side(Box::new(IndexOp::Removed { owner, block_hashes: seq.into() })));
+        feed.flush();
+        let (c3, _b3) = sel.choose(&w, &[0, 1], &prompt, &LIMITS, 3, &mut rand).unwrap().unwrap();
+        assert_eq!((c3.index, c3.overlap_blocks), (c1.index, 3), "only what the events say is left");
     }
 
     #[test]

@@ -1174,6 +1174,42 @@ fn predicted_ttl_remembers_decisions_for_its_ttl_only() {
     drop(ingest);
 }
 
+/// `--router-track-output-blocks`: answers grow their bookings as they stream, and every
+/// block (prompt and output) leaves the books with the answer.
+#[test]
+fn output_block_tracking_serves_and_leaves_nothing_booked() {
+    let cfg = switchyard::config::Embedded { workers: 2, model_path: qwen3_dir(), fast: true };
+    let embedded = switchyard::worker::embedded::start(&cfg).unwrap();
+    let fcfg = frontend_config(&["--router-mode", "kv", "--router-track-output-blocks"]);
+    assert!(fcfg.kv_cost.track_output_blocks);
+    let (server, control, ingest) = kv_frontend(&fcfg, Backend::Mem(embedded.store.clone()));
+    assert!(wait_models(server.addr, |ids| !ids.is_empty()));
+    for osl in [None, Some(20)] {
+        let mut body = serde_json::json!({"model": "qwen3", "messages": [{"role": "user", "content": "count"}],
+            "max_tokens": 60, "ignore_eos": true, "stream": true});
+        if let Some(osl) = osl {
+            body["nvext"] = serde_json::json!({"agent_hints": {"osl": osl}});
+        }
+        let req = format!(
+            "POST /v1/chat/completions HTTP/1.1\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{}",
+            body.to_string().len(),
+            body
+        );
+        let r = Client::connect(server.addr).roundtrip(req.as_bytes());
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+        assert!(String::from_utf8_lossy(&r.body).contains("[DONE]"));
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    let text =
+        String::from_utf8(Client::connect(server.addr).roundtrip(b"GET /metrics HTTP/1.1\r\n\r\n").body).unwrap();
+    let booked: Vec<&str> =
+        text.lines().filter(|l| l.starts_with("switchyard_kv_router_active_blocks{") && !l.ends_with(" 0")).collect();
+    assert!(booked.is_empty(), "blocks left booked: {booked:?}");
+    control.stop();
+    server.shutdown();
+    drop(ingest);
+}
+
 /// `--router-queue-threshold`: while both workers prefill more than the threshold's share of
 /// `max_num_batched_tokens` (8192 on the mock's card), a third request is parked, and goes
 /// when one of them answers.

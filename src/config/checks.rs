@@ -69,6 +69,7 @@ const IMPLEMENTED: &[&str] = &[
     "router_replica_sync",
     "serve_indexer",
     "router_track_active_blocks",
+    "router_track_output_blocks",
     "router_event_threads",
     "router_predicted_ttl_secs",
     "use_remote_indexer",

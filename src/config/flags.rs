@@ -177,7 +177,7 @@ pub static DYNAMO_FLAGS: &[Flag] = &[
     flag(&["--router-track-active-blocks", "--track-active-blocks"], &["--no-router-track-active-blocks", "--no-track-active-blocks"], "router_track_active_blocks", Some("DYN_ROUTER_TRACK_ACTIVE_BLOCKS"), Kind::Bool, Default::Bool(true),
         &[], "KV router: count in-flight requests' blocks in the decode term (off: the decode term is 0; prefill tokens are still tracked)."),
     flag(&["--router-track-output-blocks", "--track-output-blocks"], &["--no-router-track-output-blocks", "--no-track-output-blocks"], "router_track_output_blocks", Some("DYN_ROUTER_TRACK_OUTPUT_BLOCKS"), Kind::Bool, Default::Bool(false),
-        &[], "Also count generated output blocks as active."),
+        &[], "KV router: count an answer's blocks as it grows (one more each time it crosses a block boundary); with nvext.agent_hints.osl they and the prompt's unshared tail weigh 1 - generated/osl."),
     flag(&["--router-assume-kv-reuse", "--assume-kv-reuse"], &["--no-router-assume-kv-reuse", "--no-assume-kv-reuse"], "router_assume_kv_reuse", Some("DYN_ROUTER_ASSUME_KV_REUSE"), Kind::Bool, Default::Bool(true),
         &[], "Assume shared prefixes reuse blocks when counting active blocks."),
     flag(&["--router-track-prefill-tokens"], &["--no-router-track-prefill-tokens"], "router_track_prefill_tokens", Some("DYN_ROUTER_TRACK_PREFILL_TOKENS"), Kind::Bool, Default::Bool(true),

@@ -404,6 +404,7 @@ fn kv_cost(p: &Parsed) -> Result<settings::CostParams, ConfigError> {
         temperature: number("router_temperature", d.temperature)?,
         track_prefill_tokens: boolean(p, "router_track_prefill_tokens"),
         track_active_blocks: boolean(p, "router_track_active_blocks"),
+        track_output_blocks: boolean(p, "router_track_output_blocks"),
         assume_kv_reuse: boolean(p, "router_assume_kv_reuse"),
         prefer_room: text(p, "router_tie_break") != Some("random"),
         ..d
@@ -876,8 +877,8 @@ mod tests {
         let e = run(&["--router-mode", "kv", "--router-replica-sync", "--event-plane", "nats"], &[]).unwrap_err();
         assert!(e.message.contains("--event-plane nats is not implemented"), "{}", e.message);
         // Still refused, by name.
-        let e = run(&["--router-mode", "kv", "--router-track-output-blocks"], &[]).unwrap_err();
-        assert!(e.message.contains("--router-track-output-blocks"), "{}", e.message);
+        let e = run(&["--router-mode", "kv", "--router-host-cache-hit-weight", "0.5"], &[]).unwrap_err();
+        assert!(e.message.contains("--router-host-cache-hit-weight"), "{}", e.message);
     }
 
     #[test]

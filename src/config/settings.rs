@@ -61,6 +61,9 @@ pub struct CostParams {
     /// booked blocks and the request's own; off (`--no-router-track-active-blocks`), the
     /// decode term is 0 and bookings carry no blocks (prefill tokens are still tracked).
     pub track_active_blocks: bool,
+    /// `--router-track-output-blocks`: an answer's blocks join its booking as it grows
+    /// (decayed by `nvext.agent_hints.osl` when given).
+    pub track_output_blocks: bool,
     /// `--router-assume-kv-reuse`: requests sharing a prompt block share it in the decode
     /// cost (off: every booked block counts once per request).
     pub assume_kv_reuse: bool,
@@ -82,6 +85,7 @@ impl Default for CostParams {
             temperature: 0.0,
             track_prefill_tokens: true,
             track_active_blocks: true,
+            track_output_blocks: false,
             assume_kv_reuse: true,
             prefer_room: true,
         }

@@ -450,6 +450,11 @@ impl Choice {
 
     /// One event of the worker's stream; `None`: it produced nothing to hand out.
     fn step(&mut self, event: super::dispatch::Event) -> Option<Option<Event>> {
+        if let Some(Ok(StreamEvent::Item(StreamItem::Tokens(a)))) = &event {
+            if let Some(out) = &a.data {
+                self.started.generated(out.token_ids.len());
+            }
+        }
         let step = match &mut self.mode {
             Mode::Tokens(t) => t.on_event(self.index, event, &mut self.frame),
             Mode::Chunks => chunk(event),

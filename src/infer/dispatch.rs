@@ -69,6 +69,13 @@ impl Started {
         self.booking = None;
     }
 
+    /// The worker sent `n` more tokens (`--router-track-output-blocks`).
+    pub fn generated(&mut self, n: usize) {
+        if let Some(b) = self.booking.as_mut() {
+            b.generated(n);
+        }
+    }
+
     /// The worker failed mid-answer: this shard's router leaves it out for a while
     /// (docs/dynamo/request-plane.md §9.1).
     pub fn inhibit(&self) {
@@ -284,8 +291,12 @@ pub async fn dispatch<B: RequestBody>(
         let Some((i, kv)) = pick(ctx, serving, pinned, &tried, tokens, request, bound, remote.as_deref())? else {
             break;
         };
-        let mut booking = kv.map(|(rank, booking)| {
+        let mut booking = kv.map(|(rank, mut booking)| {
             wire.set_dp_rank(rank);
+            if let (true, Some(tokens)) = (ctx.kv.tracks_output(), wire.prompt_tokens()) {
+                let bs = u32::try_from(serving.limits.kv_cache_block_size).ok().filter(|b| *b > 0).unwrap_or(16);
+                booking.track_output(tokens.len() as u64, bs, wire.expected_output_tokens());
+            }
             booking
         });
         let worker = serving.workers[i].clone();

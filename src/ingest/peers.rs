@@ -101,6 +101,8 @@ impl Peers {
                 ))
             }
             LoadOp::PrefillDone | LoadOp::PrefillMarked => self.prefilled(id),
+            // Output blocks stay in this process (1.6.1 has no event for them).
+            LoadOp::Output { .. } => None,
             LoadOp::Free => self.local.remove(&id).map(|l| {
                 self.by_request.remove(&l.request);
                 (l.request, l.worker, OutData::Free)

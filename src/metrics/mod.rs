@@ -431,7 +431,7 @@ fn render_active(out: &mut String, kv: &kv::KvStats) {
     let gauges: [(&str, &str, Get); 3] = [
         ("active_requests", "Requests booked on a worker rank (this router's and its replicas')", |a| a.requests),
         ("active_prefill_tokens", "Booked prefill tokens not yet prefilled on a worker rank", |a| a.prefill_tokens),
-        ("active_blocks", "Distinct prompt blocks booked on a worker rank", |a| a.blocks),
+        ("active_blocks", "Booked blocks of a worker rank as the decode term counts them (distinct prompt blocks; with output tracking, answers' blocks too)", |a| a.blocks),
     ];
     for (name, help, get) in gauges {
         let name = format!("switchyard_kv_router_{name}");

@@ -454,6 +454,11 @@ pub trait RequestBody: serde::Serialize {
         None
     }
 
+    /// The output length the request says to expect (`nvext.agent_hints.osl`).
+    fn expected_output_tokens(&self) -> Option<u32> {
+        None
+    }
+
     /// Names the data-parallel rank the router chose (`routing.dp_rank`).
     fn set_dp_rank(&mut self, _rank: u32) {}
 
@@ -488,6 +493,10 @@ impl RequestBody for PreprocessedRequest {
 
     fn prompt_tokens(&self) -> Option<&[u32]> {
         Some(&self.token_ids)
+    }
+
+    fn expected_output_tokens(&self) -> Option<u32> {
+        self.routing.as_ref().and_then(|r| r.expected_output_tokens)
     }
 
     fn set_dp_rank(&mut self, rank: u32) {

@@ -30,13 +30,52 @@ use super::predict::Prediction;
 #[derive(Debug, Default)]
 pub struct Active {
     pub prefill_tokens: u64,
-    /// Sequence hash → requests holding it.
+    /// Sequence hash → requests holding it (with `--router-track-output-blocks`, also the
+    /// requests' output blocks, under random hashes of their own).
     pub blocks: HashMap<u64, u32>,
     pub requests: u32,
+    /// Blocks whose weight an expected output length decayed below 1 (1.6.1's fractional
+    /// output tracking), and `Σ (1 − weight)` over them.
+    weights: HashMap<u64, f64>,
+    discount: f64,
+}
+
+impl Active {
+    /// The booked blocks as the decode term counts them: `round(Σ weights)`.
+    pub fn weighted_blocks(&self) -> u64 {
+        if self.weights.is_empty() {
+            return self.blocks.len() as u64;
+        }
+        (self.blocks.len() as f64 - self.discount).round().max(0.0) as u64
+    }
+
+    fn set_weight(&mut self, hash: u64, w: f64) {
+        let old = self.weights.get(&hash).copied().unwrap_or(1.0);
+        self.discount += old - w;
+        if w >= 1.0 {
+            self.weights.remove(&hash);
+        } else {
+            self.weights.insert(hash, w);
+        }
+        if self.weights.is_empty() {
+            self.discount = 0.0;
+        }
+    }
+
+    /// One request fewer holds `hash`; the last one takes it (and its weight) away.
+    fn release(&mut self, hash: u64) {
+        if let Some(n) = self.blocks.get_mut(&hash) {
+            *n -= 1;
+            if *n == 0 {
+                self.blocks.remove(&hash);
+                self.set_weight(hash, 1.0);
+            }
+        }
+    }
 }
 
 /// A booking event of one shard (or of another router), for the shards.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct LoadMsg {
     /// The shard that booked (its replicas skip their own messages, except
     /// [`LoadOp::PrefillMarked`]); [`REMOTE_ORIGIN`] for another router's bookings.
@@ -49,7 +88,7 @@ pub struct LoadMsg {
 /// The origin of bookings made by other routers (`--router-replica-sync`).
 pub const REMOTE_ORIGIN: u16 = u16::MAX;
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum LoadOp {
     /// `request`: the request id the worker was sent (a UUID's bits), by which the worker's
     /// prefill-complete mark names the booking.
@@ -63,11 +102,18 @@ pub enum LoadOp {
     PrefillDone,
     /// The worker said its prefill is done: every shard applies it, the booking one too.
     PrefillMarked,
+    /// `--router-track-output-blocks`: the answer grew by these output blocks; `decay`
+    /// (with an expected output length): the weight the request's output blocks and its
+    /// prompt's exclusive tail now have. Not shared with other routers, as in 1.6.1.
+    Output {
+        blocks: Arc<[u64]>,
+        decay: Option<f64>,
+    },
     Free,
 }
 
 /// What a shard sends to the ingest thread.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Up {
     /// Approximate mode: a routing decision's predicted blocks.
     Predict(Prediction),
@@ -169,6 +215,8 @@ struct Held {
     worker: Owner,
     prefill_tokens: u64,
     blocks: Arc<[u64]>,
+    /// Its output blocks (`--router-track-output-blocks`).
+    output: Vec<u64>,
 }
 
 impl ActiveTable {
@@ -201,7 +249,7 @@ impl ActiveTable {
         for h in blocks.iter() {
             *a.blocks.entry(*h).or_insert(0) += 1;
         }
-        self.held.insert(id, Held { worker, prefill_tokens, blocks });
+        self.held.insert(id, Held { worker, prefill_tokens, blocks, output: Vec::new() });
     }
 
     /// Ends `id`'s prefill; false when it had none left (or is not held).
@@ -217,18 +265,35 @@ impl ActiveTable {
         true
     }
 
+    /// `id`'s answer grew by `blocks`; with `decay`, its output blocks and the tail of its
+    /// prompt no other booking shares weigh `decay` from now on (1.6.1: the walk from the
+    /// prompt's end stops at the first block another request holds too).
+    fn output(&mut self, id: (u16, u64), blocks: &[u64], decay: Option<f64>) {
+        let Some(h) = self.held.get_mut(&id) else { return };
+        let Some(a) = self.workers.get_mut(&h.worker) else { return };
+        for &b in blocks {
+            *a.blocks.entry(b).or_insert(0) += 1;
+            h.output.push(b);
+        }
+        let Some(d) = decay else { return };
+        for &b in &h.output {
+            a.set_weight(b, d);
+        }
+        for &b in h.blocks.iter().rev() {
+            if a.blocks.get(&b) != Some(&1) {
+                break;
+            }
+            a.set_weight(b, d);
+        }
+    }
+
     fn free(&mut self, id: (u16, u64)) {
         let Some(h) = self.held.remove(&id) else { return };
         let Some(a) = self.workers.get_mut(&h.worker) else { return };
         a.prefill_tokens = a.prefill_tokens.saturating_sub(h.prefill_tokens);
         a.requests = a.requests.saturating_sub(1);
-        for b in h.blocks.iter() {
-            if let Some(n) = a.blocks.get_mut(b) {
-                *n -= 1;
-                if *n == 0 {
-                    a.blocks.remove(b);
-                }
-            }
+        for b in h.blocks.iter().chain(&h.output) {
+            a.release(*b);
         }
         if a.requests == 0 && a.blocks.is_empty() && a.prefill_tokens == 0 {
             self.workers.remove(&h.worker);
@@ -243,6 +308,7 @@ impl ActiveTable {
             LoadOp::PrefillDone | LoadOp::PrefillMarked => {
                 self.prefill_done(id);
             }
+            LoadOp::Output { blocks, decay } => self.output(id, &blocks, decay),
             LoadOp::Free => self.free(id),
         }
     }
@@ -271,7 +337,7 @@ impl Bookings {
         self.table.borrow_mut().add(id, worker, prefill_tokens, blocks.clone());
         let sent = self.share.get()
             && send(&self.up, key, || LoadOp::Add { worker, prefill_tokens, blocks, request }).is_some();
-        Booking { table: self.table.clone(), up: self.up.clone(), id, sent }
+        Booking { table: self.table.clone(), up: self.up.clone(), id, sent, output: None }
     }
 
     /// Approximate mode: tells the ingest thread what this decision predicts.
@@ -298,9 +364,53 @@ pub struct Booking {
     id: (u16, u64),
     /// The ingest thread was told.
     sent: bool,
+    /// `--router-track-output-blocks`: how far the answer has grown.
+    output: Option<OutputTrack>,
+}
+
+/// An answer's growth in blocks (1.6.1's output-block tracking).
+#[derive(Debug)]
+struct OutputTrack {
+    isl: u64,
+    block_size: u64,
+    /// Tokens generated so far.
+    generated: u64,
+    /// `ceil((isl + generated) / block_size)` when the last block was added.
+    total: u64,
+    /// `nvext.agent_hints.osl`: the expected output length, for the decay.
+    expected: Option<u64>,
 }
 
 impl Booking {
+    /// Count the answer's output blocks from now on (`--router-track-output-blocks`): a
+    /// prompt of `isl` tokens, blocks of `block_size`, `expected` output tokens if the
+    /// request said.
+    pub fn track_output(&mut self, isl: u64, block_size: u32, expected: Option<u32>) {
+        let block_size = u64::from(block_size.max(1));
+        let total = isl.div_ceil(block_size);
+        self.output = Some(OutputTrack { isl, block_size, generated: 0, total, expected: expected.map(u64::from) });
+    }
+
+    /// The worker sent `n` more tokens: a block is added each time the answer crosses a
+    /// block boundary (`ceil((isl + generated) / B)` grows), each under a random hash of its
+    /// own; with an expected length, the request's blocks then weigh
+    /// `max(0, 1 − generated / expected)`.
+    pub fn generated(&mut self, n: usize) {
+        let Some(t) = self.output.as_mut() else { return };
+        t.generated += n as u64;
+        let total = (t.isl + t.generated).div_ceil(t.block_size);
+        if total <= t.total {
+            return;
+        }
+        let blocks: Arc<[u64]> = (t.total..total).map(|_| crate::util::new_uuid() as u64).collect();
+        t.total = total;
+        let decay = t.expected.map(|e| (1.0 - t.generated as f64 / e.max(1) as f64).max(0.0));
+        self.table.borrow_mut().output(self.id, &blocks, decay);
+        if self.sent {
+            send(&self.up, self.id.1, || LoadOp::Output { blocks, decay });
+        }
+    }
+
     /// The worker's first answer arrived: the prompt's prefill is done (unless the worker's
     /// own mark said so first).
     pub fn prefill_done(&mut self) {
@@ -352,6 +462,35 @@ mod tests {
         deliver(&mut downs);
         assert!(other.borrow().is_empty());
         assert!(a.table.borrow().is_empty());
+    }
+
+    #[test]
+    fn output_blocks_reach_the_other_shards_and_leave_with_the_booking() {
+        let (mut ups, (mut downs, _wake)) = channel(1, 64).unwrap();
+        let a = Bookings::default();
+        *a.up.borrow_mut() = Some(ups.remove(0));
+        a.share.set(true);
+        let other = RefCell::new(ActiveTable::default());
+        let deliver = |downs: &mut Vec<rtrb::Consumer<Up>>| {
+            while let Ok(Up::Load(m)) = downs[0].pop() {
+                other.borrow_mut().apply(m);
+            }
+        };
+        let mut b = a.book(W7, 32, vec![1, 2], 1);
+        b.track_output(32, 16, Some(160));
+        b.generated(1); // ceil(33 / 16) = 3 > 2: one output block, weight 1 - 1/160
+        deliver(&mut downs);
+        for t in [&a.table, &other] {
+            let t = t.borrow();
+            let w = t.get(W7).unwrap();
+            assert_eq!((w.blocks.len(), w.weighted_blocks()), (3, 3), "3 × 0.99375 rounds to 3");
+        }
+        b.generated(96); // 129 tokens: 9 blocks, all weighing 1 - 97/160 = 0.39375
+        deliver(&mut downs);
+        assert_eq!(other.borrow().get(W7).map(|w| w.weighted_blocks()), Some(4), "9 × 0.39375 = 3.54");
+        drop(b);
+        deliver(&mut downs);
+        assert!(other.borrow().is_empty() && a.table.borrow().is_empty());
     }
 
     #[test]

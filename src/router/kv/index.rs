@@ -61,7 +61,7 @@ pub struct BlockPair {
 
 /// One change to the index. Cloning is cheap (the block lists are shared), so one op can be
 /// sent to every replica.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum IndexOp {
     Stored {
         owner: Owner,

@@ -188,7 +188,7 @@ impl KvSelector {
             let load = ActiveLoad {
                 requests: u64::from(a.requests),
                 prefill_tokens: a.prefill_tokens,
-                blocks: a.blocks.len() as u64,
+                blocks: a.weighted_blocks(),
             };
             st.active.insert((o.worker_id, o.dp_rank), load);
         }
@@ -200,6 +200,11 @@ impl KvSelector {
             st.queued_total = q.parked_total.get();
         }
         st
+    }
+
+    /// `--router-track-output-blocks`.
+    pub fn tracks_output(&self) -> bool {
+        self.params.track_output_blocks
     }
 
     /// Whether a replica is installed.
@@ -318,7 +323,7 @@ impl KvSelector {
         let mut cands = smallvec::SmallVec::<[Candidate; 16]>::new();
         for &(_, owner) in &ranks {
             let a = table.get(owner);
-            let held = a.map_or(0, |a| a.blocks.len() as u64);
+            let held = a.map_or(0, |a| a.weighted_blocks());
             let new = match a {
                 Some(a) if self.params.assume_kv_reuse => seq.iter().filter(|h| !a.blocks.contains_key(h)).count(),
                 _ => seq.len(),
@@ -535,6 +540,44 @@ mod tests {
         feed.flush();
         let (c3, _b3) = sel.choose(&w, &[0, 1], &prompt, &LIMITS, 3, &mut rand).unwrap().unwrap();
         assert_eq!((c3.index, c3.overlap_blocks), (c1.index, 3), "only what the events say is left");
+    }
+
+    #[test]
+    fn output_blocks_grow_the_decode_term_and_decay_with_the_expected_length() {
+        // 1.6.1, observed (B = 16): a 32-token answer L streaming, a fresh 32-token probe's
+        // logit = 2 prefill + 2 own blocks + L's blocks. Off: 6 throughout; on: 11 after ~75
+        // tokens, 16 after ~150; on with osl 160: 8, then 5.
+        let w = workers(1);
+        let long: Vec<u32> = (1000..1032).collect();
+        let probe: Vec<u32> = (2000..2032).collect();
+        for (track, osl, at75, at150) in
+            [(false, None, 6.0, 6.0), (true, None, 11.0, 16.0), (true, Some(160), 8.0, 5.0)]
+        {
+            let (_feed, mut replicas) = channel(1, 64);
+            let params = CostParams { track_output_blocks: track, ..CostParams::default() };
+            let sel = KvSelector::new(params, BusyThresholds::default());
+            sel.install(alone(replicas.pop().unwrap()));
+            let mut rand = counter();
+            let (_, mut b) = sel.choose(&w, &[0], &long, &LIMITS, 1, &mut rand).unwrap().unwrap();
+            b.prefill_done();
+            if sel.tracks_output() {
+                b.track_output(32, 16, osl);
+            }
+            let mut probe_logit = |sel: &KvSelector| {
+                let (c, _probe_booking) = sel.choose(&w, &[0], &probe, &LIMITS, 9, &mut rand).unwrap().unwrap();
+                c.logit
+            };
+            for _ in 0..75 {
+                b.generated(1);
+            }
+            assert_eq!(probe_logit(&sel), at75, "after 75 tokens, tracking {track}, osl {osl:?}");
+            for _ in 75..150 {
+                b.generated(1);
+            }
+            assert_eq!(probe_logit(&sel), at150, "after 150 tokens, tracking {track}, osl {osl:?}");
+            drop(b);
+            assert!(sel.bookings.table.borrow().is_empty(), "output blocks leave with the booking");
+        }
     }
 
     #[test]

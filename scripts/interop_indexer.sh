@@ -118,6 +118,14 @@ the consumer did not route by the served index" "$WORK/$name-consumer.log" "$WOR
       "$WORK/$name-consumer.log"
     echo "  ok: a prompt shorter than one block is served without a query"
   fi
+  if [ "$ckind" = sy ]; then
+    local ok failed
+    ok=$(curl -s 127.0.0.1:$USE/metrics | grep '^switchyard_remote_indexer_queries_total{.*outcome="ok"' | awk '{print $NF}')
+    failed=$(curl -s 127.0.0.1:$USE/metrics | grep '^switchyard_remote_indexer_queries_total{.*outcome="failed"' | awk '{print $NF}')
+    [ "${ok:-0}" -ge 4 ] && [ "${failed:-0}" -ge 1 ] ||
+      fail "$name: switchyard_remote_indexer_queries_total ok=${ok:-none} failed=${failed:-none}" "$WORK/$name-consumer.log"
+    echo "  ok: queries counted: $ok answered, $failed failed"
+  fi
   echo "-- a new serving frontend"
   frontend "$skind" $SERVE "$name-server2.log" --serve-indexer; server=$F
   for _ in $(seq 1 300); do

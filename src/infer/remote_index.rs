@@ -39,13 +39,24 @@ fn failed(why: &str) -> Error {
 }
 
 /// The `(worker, dp_rank)` overlaps of `tokens` for `serving`'s workers, from a served
-/// indexer.
+/// indexer; each query counted in `switchyard_remote_indexer_queries_total`.
 pub async fn overlaps(ctx: &Rc<ShardCtx>, serving: &Serving, tokens: &[u32]) -> Result<Vec<(Owner, u32)>, Error> {
+    let asked = ask(ctx, serving, tokens).await;
+    if let Ok(None) = asked {
+        return Ok(Vec::new());
+    }
+    let index = ctx.metrics.model_index(&serving.name);
+    ctx.metrics.with_model(index, |m| m.remote_index[usize::from(asked.is_err())] += 1);
+    asked.map(Option::unwrap_or_default)
+}
+
+/// The query and its answer; `Ok(None)` when nothing was asked (no whole block).
+async fn ask(ctx: &Rc<ShardCtx>, serving: &Serving, tokens: &[u32]) -> Result<Option<Vec<(Owner, u32)>>, Error> {
     let block_size = u32::try_from(serving.limits.kv_cache_block_size).ok().filter(|b| *b > 0).unwrap_or(16);
     let block_hashes = local_block_hashes(tokens, block_size, &BlockHashOptions::default());
     if block_hashes.is_empty() {
         // Not one whole block: nothing can match, and 1.6.1 asks nothing.
-        return Ok(Vec::new());
+        return Ok(None);
     }
     let n = serving.remote_indexers.len();
     if n == 0 {
@@ -87,12 +98,13 @@ pub async fn overlaps(ctx: &Rc<ShardCtx>, serving: &Serving, tokens: &[u32]) -> 
     }
     let Some(v) = answer else { return Err(failed("Remote indexer returned empty response")) };
     match serde_json::from_value::<IndexerQueryResponse>(v) {
-        Ok(IndexerQueryResponse::TieredScores(t)) => Ok(t
-            .device
-            .scores
-            .into_iter()
-            .map(|(w, n)| (Owner { worker_id: w.worker_id, dp_rank: w.dp_rank }, n))
-            .collect()),
+        Ok(IndexerQueryResponse::TieredScores(t)) => Ok(Some(
+            t.device
+                .scores
+                .into_iter()
+                .map(|(w, n)| (Owner { worker_id: w.worker_id, dp_rank: w.dp_rank }, n))
+                .collect(),
+        )),
         Ok(IndexerQueryResponse::Error(msg)) => Err(failed(&format!("Remote indexer error: {msg}"))),
         Err(e) => Err(failed(&format!("indexer {:x}: an answer that does not decode: {e}", at.instance_id))),
     }

@@ -118,6 +118,8 @@ pub struct ModelStats {
     /// Disaggregated serving's legs, `[prefill, decode][ok, failed, failed after the
     /// hand-off]` (the last only for prefill legs handed off through a rendezvous).
     pub disaggregated: [[u64; 3]; 2],
+    /// `--use-remote-indexer`: queries to a served indexer, `[answered, failed]`.
+    pub remote_index: [u64; 2],
     /// Requests that stopped migrating for `--migration-max-seq-len`.
     pub migration_max_seq_len_exceeded: u64,
     /// How long each migration took to continue on another worker (or to fail to):
@@ -141,6 +143,7 @@ impl Default for ModelStats {
             output_tokens: 0,
             migrations: [0; 2],
             disaggregated: [[0; 3]; 2],
+            remote_index: [0; 2],
             migration_max_seq_len_exceeded: 0,
             migration_seconds: std::array::from_fn(|_| std::array::from_fn(|_| Histogram::new(MIGRATION_BUCKETS))),
             ttft: Histogram::new(TTFT_BUCKETS),
@@ -171,6 +174,8 @@ impl ModelStats {
         for (mine, theirs) in self.disaggregated.iter_mut().flatten().zip(o.disaggregated.iter().flatten()) {
             *mine += theirs;
         }
+        self.remote_index[0] += o.remote_index[0];
+        self.remote_index[1] += o.remote_index[1];
         self.migration_max_seq_len_exceeded += o.migration_max_seq_len_exceeded;
         for (mine, theirs) in self.migration_seconds.iter_mut().flatten().zip(o.migration_seconds.iter().flatten()) {
             mine.merge(theirs);
@@ -342,6 +347,18 @@ pub fn render(blocks: &mut Blocks, prefix: &str, models: &BTreeMap<String, Model
                     let _ =
                         writeln!(out, "{name}{{model=\"{model}\",worker_type=\"{kind}\",outcome=\"{outcome}\"}} {n}");
                 }
+            }
+        }
+    }
+    // switchyard's own family (1.6.1 counts failures per router and worker component).
+    let name = "switchyard_remote_indexer_queries_total";
+    if models.values().any(|m| m.remote_index.iter().any(|n| *n > 0)) {
+        let help = "Queries to a served KV indexer (--use-remote-indexer), by outcome";
+        let out = block(blocks, name, "counter", help);
+        for (k, outcome) in ["ok", "failed"].iter().enumerate() {
+            for (model, m) in models.iter().filter(|(_, m)| m.remote_index[k] > 0) {
+                let _ =
+                    writeln!(out, "{name}{{model=\"{}\",outcome=\"{outcome}\"}} {}", escape(model), m.remote_index[k]);
             }
         }
     }

@@ -93,14 +93,13 @@ fn main() {
                     log::info(&format!("discovery: etcd at {endpoints}"));
                     Some(Backend::Etcd(Box::new(view)))
                 }
-                Err(e) => {
-                    eprintln!(
-                        "switchyard: error: cannot reach etcd at {endpoints} (ETCD_ENDPOINTS): {e}\n\
+                Err(e) => stop_starting(
+                    format!(
+                        "cannot reach etcd at {endpoints} (ETCD_ENDPOINTS): {e}\n\
                          (no etcd? try --discovery-backend mem --embedded-model-path DIR for in-process workers)"
-                    );
-                    server.shutdown();
-                    std::process::exit(1);
-                }
+                    ),
+                    || server.shutdown(),
+                ),
             }
         }
         Discovery::Mem => {
@@ -117,11 +116,7 @@ fn main() {
                     embedded = Some(w);
                     Some(Backend::Mem(store))
                 }
-                Err(e) => {
-                    eprintln!("switchyard: error: cannot start the embedded workers: {e}");
-                    server.shutdown();
-                    std::process::exit(1);
-                }
+                Err(e) => stop_starting(format!("cannot start the embedded workers: {e}"), || server.shutdown()),
             }
         }
         Discovery::Kubernetes => {
@@ -133,11 +128,7 @@ fn main() {
     let kv_mode = cfg.router_mode == switchyard::config::settings::RouterMode::Kv;
     let (sync, channel) = match replica_sync(&cfg, kv_mode) {
         Ok(x) => x,
-        Err(e) => {
-            eprintln!("switchyard: error: --router-replica-sync: {e}");
-            server.shutdown();
-            std::process::exit(1);
-        }
+        Err(e) => stop_starting(format!("--router-replica-sync: {e}"), || server.shutdown()),
     };
     // --router-mode kv: one index replica per shard, fed by the event-ingest thread (and one
     // for the served indexer under --serve-indexer). Another mode with a busy threshold: the
@@ -158,24 +149,15 @@ fn main() {
                 served_replica = extra;
                 Some(i)
             }
-            Err(e) => {
-                eprintln!("switchyard: error: cannot start the KV event-ingest thread: {e}");
-                server.shutdown();
-                std::process::exit(1);
-            }
+            Err(e) => stop_starting(format!("cannot start the KV event-ingest thread: {e}"), || server.shutdown()),
         }
     } else {
         None
     };
     // --serve-indexer: the kv_indexer_query listener, on DYN_TCP_RPC_HOST:DYN_TCP_RPC_PORT.
-    let served = match served_replica.map(serve_indexer) {
-        None => None,
-        Some(Ok(s)) => Some(s),
-        Some(Err(e)) => {
-            eprintln!("switchyard: error: --serve-indexer: {e}");
-            server.shutdown();
-            std::process::exit(1);
-        }
+    let served = match served_replica.map(serve_indexer).transpose() {
+        Ok(s) => s,
+        Err(e) => stop_starting(format!("--serve-indexer: {e}"), || server.shutdown()),
     };
     let mut records = Vec::new();
     records.extend(channel.map(Announce::Channel));
@@ -192,37 +174,23 @@ fn main() {
         Some(Backend::Etcd(view)) => Some(Store::Etcd(view.client().clone(), view.lease_id())),
         _ => None,
     };
-    let announcer = match store.filter(|_| !records.is_empty()).map(|s| Announcer::start(s, records)) {
-        None => None,
-        Some(Ok(a)) => Some(a),
-        Some(Err(e)) => {
-            eprintln!("switchyard: error: cannot start the discovery announcer: {e}");
-            server.shutdown();
-            std::process::exit(1);
-        }
+    let announcer = match store.filter(|_| !records.is_empty()).map(|s| Announcer::start(s, records)).transpose() {
+        Ok(a) => a,
+        Err(e) => stop_starting(format!("cannot start the discovery announcer: {e}"), || server.shutdown()),
     };
     let kv = ingest.as_ref().map(|i| i.sender());
     let announce = announcer.as_ref().map(|a| a.sender());
     let tap = served.as_ref().map(|s| s.registry_sender());
-    let control = match backend.map(|b| Control::start_announcing(&cfg, &server, b, kv, announce, tap)) {
-        None => None,
-        Some(Ok(c)) => Some(c),
-        Some(Err(e)) => {
-            eprintln!("switchyard: error: cannot start discovery: {e}");
-            server.shutdown();
-            std::process::exit(1);
-        }
+    let control = match backend.map(|b| Control::start_announcing(&cfg, &server, b, kv, announce, tap)).transpose() {
+        Ok(c) => c,
+        Err(e) => stop_starting(format!("cannot start discovery: {e}"), || server.shutdown()),
     };
 
     // HTTPS: the certificate is rebuilt when its files change or on SIGHUP.
     let reloader = match &cfg.tls {
         Some(files) => match switchyard::tls::reload::Reloader::start(files.clone(), server.tls_publisher()) {
             Ok(r) => Some(r),
-            Err(e) => {
-                eprintln!("switchyard: error: cannot start the TLS reload thread: {e}");
-                server.shutdown();
-                std::process::exit(1);
-            }
+            Err(e) => stop_starting(format!("cannot start the TLS reload thread: {e}"), || server.shutdown()),
         },
         None => None,
     };
@@ -244,6 +212,13 @@ fn main() {
     drop(served);
     drop(ingest);
     log::info("stopped");
+}
+
+/// Start-up failed: say why, stop what already runs (`shutdown`), exit 1.
+fn stop_starting(why: String, shutdown: impl FnOnce()) -> ! {
+    eprintln!("switchyard: error: {why}");
+    shutdown();
+    std::process::exit(1);
 }
 
 /// The ZMQ publisher of `--router-replica-sync` (bound on `DYN_EVENT_PLANE_HOST`, default

@@ -65,6 +65,14 @@ pub struct CardLimits {
     pub total_kv_blocks: u64,
 }
 
+impl CardLimits {
+    /// The block size the kv router hashes prompts with: the card's, 16 when it names none
+    /// (or one that does not fit).
+    pub fn block_size(&self) -> u32 {
+        u32::try_from(self.kv_cache_block_size).ok().filter(|b| *b > 0).unwrap_or(16)
+    }
+}
+
 /// The model files and tokenizers of a `model_input = Tokens` model.
 #[derive(Clone, Debug)]
 pub struct TokensModel {

@@ -294,8 +294,7 @@ pub async fn dispatch<B: RequestBody>(
         let mut booking = kv.map(|(rank, mut booking)| {
             wire.set_dp_rank(rank);
             if let (true, Some(tokens)) = (ctx.kv.tracks_output(), wire.prompt_tokens()) {
-                let bs = u32::try_from(serving.limits.kv_cache_block_size).ok().filter(|b| *b > 0).unwrap_or(16);
-                booking.track_output(tokens.len() as u64, bs, wire.expected_output_tokens());
+                booking.track_output(tokens.len() as u64, serving.limits.block_size(), wire.expected_output_tokens());
             }
             booking
         });

@@ -52,8 +52,7 @@ pub async fn overlaps(ctx: &Rc<ShardCtx>, serving: &Serving, tokens: &[u32]) -> 
 
 /// The query and its answer; `Ok(None)` when nothing was asked (no whole block).
 async fn ask(ctx: &Rc<ShardCtx>, serving: &Serving, tokens: &[u32]) -> Result<Option<Vec<(Owner, u32)>>, Error> {
-    let block_size = u32::try_from(serving.limits.kv_cache_block_size).ok().filter(|b| *b > 0).unwrap_or(16);
-    let block_hashes = local_block_hashes(tokens, block_size, &BlockHashOptions::default());
+    let block_hashes = local_block_hashes(tokens, serving.limits.block_size(), &BlockHashOptions::default());
     if block_hashes.is_empty() {
         // Not one whole block: nothing can match, and 1.6.1 asks nothing.
         return Ok(None);

@@ -288,7 +288,7 @@ impl KvSelector {
                 return Err(Overloaded);
             }
         }
-        let block_size = u32::try_from(limits.kv_cache_block_size).ok().filter(|b| *b > 0).unwrap_or(16);
+        let block_size = limits.block_size();
         let local = local_block_hashes(tokens, block_size, &BlockHashOptions::default());
         let seq = sequence_hashes(&local);
         let overlaps = match (remote, self.replica.borrow_mut().as_mut()) {

@@ -187,27 +187,19 @@ impl Builder {
         // The component of each pool (model, prefill?), for its served indexers.
         let mut components: BTreeMap<(String, bool), (String, String)> = BTreeMap::new();
         for served in &snap.served {
-            let (addr, path, nats_subject) = match route_of(&served.endpoint, self.nats_plane) {
-                Ok(r) => r,
+            let reached = match reach(&served.endpoint, self.nats_plane) {
+                Ok(w) => w,
                 Err(why) => {
                     problems.insert((BUCKET_INSTANCES, served.key.clone(), format!("model {}: {why}", served.model)));
                     continue;
                 }
             };
-            let codec = match served.endpoint.codec() {
-                Some(CardCodec::Json) => Codec::Json,
-                _ => Codec::Msgpack,
-            };
             let worker = Worker {
-                addr,
-                path,
-                nats_subject,
-                codec,
-                instance_id: served.endpoint.instance_id,
                 cpu: served.endpoint.device_type.as_deref() == Some("cpu"),
                 dp_start: served.card.runtime_config.data_parallel_start_rank.unwrap_or(0),
                 dp_size: served.card.runtime_config.data_parallel_size.unwrap_or(1).max(1),
                 bootstrap: bootstrap_of(&served.card),
+                ..reached
             };
             // Prefill workers serve no request of their own: they are kept apart and joined
             // to their model's decode workers below.
@@ -280,22 +272,7 @@ impl Builder {
             if e.endpoint != crate::plane::indexer::KV_INDEXER_QUERY_ENDPOINT {
                 continue;
             }
-            let Ok((addr, path, nats_subject)) = route_of(e, self.nats_plane) else { continue };
-            let codec = match e.codec() {
-                Some(CardCodec::Json) => Codec::Json,
-                _ => Codec::Msgpack,
-            };
-            let w = Worker {
-                addr,
-                path,
-                nats_subject,
-                codec,
-                instance_id: e.instance_id,
-                cpu: false,
-                dp_start: 0,
-                dp_size: 1,
-                bootstrap: None,
-            };
+            let Ok(w) = reach(e, self.nats_plane) else { continue };
             by_component.entry((e.namespace.as_str(), e.component.as_str())).or_default().push(w);
         }
         for ((model, is_prefill), (ns, component)) in components {
@@ -363,14 +340,10 @@ fn bootstrap_of(card: &crate::discovery::records::ModelCard) -> Option<Arc<crate
 /// The `kv-events` and `kv_metrics` publishers (ZMQ endpoints, NATS subjects), the recovery
 /// targets and the live workers of a snapshot; with `load_only` (another router mode than
 /// kv, watching worker load for the busy thresholds) only the `kv_metrics` publishers.
-pub(crate) fn kv_publishers(snap: &Snapshot, load_only: bool) -> Publishers {
-    kv_publishers_for(snap, load_only, false)
-}
-
-/// [`kv_publishers`]; `remote_index` (`--use-remote-indexer`): the served indexer follows
-/// the workers' KV events, this process does not (their load reports and prefill marks it
-/// still follows).
-pub(crate) fn kv_publishers_for(snap: &Snapshot, load_only: bool, remote_index: bool) -> Publishers {
+/// With `remote_index` (`--use-remote-indexer`) no `kv-events` publishers or recovery
+/// targets: the served indexer follows the workers' KV events, this process does not (their
+/// load reports and prefill marks it still follows).
+pub(crate) fn kv_publishers(snap: &Snapshot, load_only: bool, remote_index: bool) -> Publishers {
     let mut p = all_publishers(snap);
     if remote_index && !load_only {
         p.endpoints.clear();
@@ -412,24 +385,40 @@ fn all_publishers(snap: &Snapshot) -> Publishers {
     Publishers { endpoints, load_endpoints, active_endpoints, nats_subjects, workers, sources }
 }
 
-/// Where an endpoint instance is reached on this frontend's request plane: its TCP address
-/// and endpoint path, or (`nats_plane`) its NATS subject.
-fn route_of(e: &EndpointRecord, nats_plane: bool) -> Result<(SocketAddr, String, Option<String>), String> {
-    match (e.tcp(), e.nats_tcp(), nats_plane) {
+/// An endpoint instance as this frontend reaches it on its request plane: its TCP address
+/// and endpoint path, or (`nats_plane`) its NATS subject, and its codec; one rank, on a GPU,
+/// no rendezvous (what a model card says of a worker is the caller's to add).
+fn reach(e: &EndpointRecord, nats_plane: bool) -> Result<Worker, String> {
+    let (addr, path, nats_subject) = match (e.tcp(), e.nats_tcp(), nats_plane) {
         (Some(tcp), _, false) => match resolve(&tcp.addr) {
-            Some(addr) => Ok((addr, tcp.path, None)),
-            None => Err(format!("cannot resolve worker address {}", tcp.addr)),
+            Some(addr) => (addr, tcp.path, None),
+            None => return Err(format!("cannot resolve worker address {}", tcp.addr)),
         },
         (_, Some(subject), true) => match crate::plane::nats::check_publish_subject(subject) {
-            Ok(()) => Ok((SocketAddr::from(([0, 0, 0, 0], 0)), String::new(), Some(subject.to_owned()))),
-            Err(e) => Err(format!("bad NATS subject: {e}")),
+            Ok(()) => (SocketAddr::from(([0, 0, 0, 0], 0)), String::new(), Some(subject.to_owned())),
+            Err(e) => return Err(format!("bad NATS subject: {e}")),
         },
-        (_, None, true) => Err("not on the NATS request plane (this frontend runs --request-plane nats)".into()),
+        (_, None, true) => return Err("not on the NATS request plane (this frontend runs --request-plane nats)".into()),
         (None, Some(_), false) => {
-            Err("on the NATS request plane (start the frontend with --request-plane nats)".into())
+            return Err("on the NATS request plane (start the frontend with --request-plane nats)".into())
         }
-        (None, None, false) => Err("not on the TCP request plane".into()),
-    }
+        (None, None, false) => return Err("not on the TCP request plane".into()),
+    };
+    let codec = match e.codec() {
+        Some(CardCodec::Json) => Codec::Json,
+        _ => Codec::Msgpack,
+    };
+    Ok(Worker {
+        addr,
+        path,
+        nats_subject,
+        codec,
+        instance_id: e.instance_id,
+        cpu: false,
+        dp_start: 0,
+        dp_size: 1,
+        bootstrap: None,
+    })
 }
 
 fn resolve(addr: &str) -> Option<SocketAddr> {
@@ -516,7 +505,7 @@ impl Control {
                 &stop2,
                 |mut registry, snap| {
                     if let Some(kv) = &kv {
-                        let _ = kv.send(kv_publishers_for(snap, load_only, remote_indexer));
+                        let _ = kv.send(kv_publishers(snap, load_only, remote_indexer));
                     }
                     if let Some(a) = &announce {
                         let scopes = snap.served.iter().map(|s| {
@@ -650,7 +639,7 @@ mod tests {
             }
         }
         // Following no KV events of its own: load reports and prefill marks only.
-        let p = kv_publishers_for(&snap, false, true);
+        let p = kv_publishers(&snap, false, true);
         assert!(p.endpoints.is_empty() && p.sources.is_empty());
     }
 

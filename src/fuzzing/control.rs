@@ -75,8 +75,8 @@ fn file_records(data: &[u8]) -> BTreeMap<(&'static str, String), Vec<u8>> {
 fn use_snapshot(snap: &Snapshot, now: SystemTime) {
     let registry = Catalog::default().registry(snap, now);
     assert!(registry.models.windows(2).all(|w| w[0].name <= w[1].name), "models out of order");
-    for load_only in [false, true] {
-        let _ = crate::control::kv_publishers(snap, load_only);
+    for (load_only, remote_index) in [(false, false), (true, false), (false, true)] {
+        let _ = crate::control::kv_publishers(snap, load_only, remote_index);
     }
     for c in &snap.event_channels {
         if let Ok(channel) = EventChannelRecord::parse(&c.raw) {

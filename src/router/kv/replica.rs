@@ -151,8 +151,7 @@ impl IndexReplica {
                         side.remove_worker(worker_id);
                     }
                 }
-                IndexOp::Side(op) => self.side.get_or_insert_with(KvIndex::new).apply(&op),
-                op => self.index.apply(&op),
+                op => apply_to(&mut self.index, &mut self.side, &op),
             }
         }
         n
@@ -165,10 +164,7 @@ impl IndexReplica {
 
     /// Applies `op` here only (a shard's own prediction, ahead of its broadcast).
     pub fn apply(&mut self, op: &IndexOp) {
-        match op {
-            IndexOp::Side(op) => self.side.get_or_insert_with(KvIndex::new).apply(op),
-            op => self.index.apply(op),
-        }
+        apply_to(&mut self.index, &mut self.side, op);
     }
 
     /// The side index's matches (`--router-predicted-ttl-secs`), as of the last drain.
@@ -200,6 +196,15 @@ impl IndexReplica {
     /// This replica's index as of its last drain.
     pub fn index(&self) -> &KvIndex {
         &self.index
+    }
+}
+
+/// Applies `op` to the index, or (an [`IndexOp::Side`]) to the side index, made on first use.
+/// Fields, not `&mut IndexReplica`: the drain holds the ring's chunk meanwhile.
+fn apply_to(index: &mut KvIndex, side: &mut Option<KvIndex>, op: &IndexOp) {
+    match op {
+        IndexOp::Side(op) => side.get_or_insert_with(KvIndex::new).apply(op),
+        op => index.apply(op),
     }
 }
 

@@ -102,12 +102,17 @@ fn wait_models(addr: std::net::SocketAddr, want: impl Fn(&[&str]) -> bool) -> bo
 }
 
 fn post(s: &Setup, path: &str, body: &serde_json::Value) -> common::Resp {
+    post_at(s.server.as_ref().unwrap().addr, path, body)
+}
+
+/// POST `body` as JSON to `path` on a new connection to `addr`.
+fn post_at(addr: std::net::SocketAddr, path: &str, body: &serde_json::Value) -> common::Resp {
     let body = body.to_string();
     let req = format!(
         "POST {path} HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()
     );
-    Client::connect(s.server.as_ref().unwrap().addr).roundtrip(req.as_bytes())
+    Client::connect(addr).roundtrip(req.as_bytes())
 }
 
 /// Send a request to `path` (with `headers`, `name: value\r\n` lines) on a new connection and
@@ -298,9 +303,20 @@ fn per_request_metric_families() {
 }
 
 fn scrape(s: &Setup) -> String {
-    let r = Client::connect(s.server.as_ref().unwrap().addr).roundtrip(b"GET /metrics HTTP/1.1\r\n\r\n");
+    scrape_at(s.server.as_ref().unwrap().addr)
+}
+
+fn scrape_at(addr: std::net::SocketAddr) -> String {
+    let r = Client::connect(addr).roundtrip(b"GET /metrics HTTP/1.1\r\n\r\n");
     assert_eq!(r.status, 200);
     String::from_utf8(r.body).unwrap()
+}
+
+/// The value of the unlabelled sample `name` in a scrape (0 when absent).
+fn counter(text: &str, name: &str) -> u64 {
+    text.lines()
+        .find(|l| l.starts_with(name) && l.as_bytes().get(name.len()) == Some(&b' '))
+        .map_or(0, |l| l.split(' ').next_back().unwrap().parse().unwrap())
 }
 
 fn assert_lines(text: &str, lines: &[String]) {
@@ -1093,23 +1109,12 @@ fn approximate_kv_mode_predicts_the_cache_from_its_own_decisions() {
             .map(|l| (l.split('"').nth(1).unwrap().to_string(), l.split(' ').next_back().unwrap().parse().unwrap()))
             .collect()
     };
-    let counter = |text: &str, name: &str| -> u64 {
-        text.lines()
-            .find(|l| l.starts_with(name) && l.as_bytes().get(name.len()) == Some(&b' '))
-            .map_or(0, |l| l.split(' ').next_back().unwrap().parse().unwrap())
-    };
     for _ in 0..6 {
-        let req = format!(
-            "POST /v1/chat/completions HTTP/1.1\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{}",
-            body.to_string().len(),
-            body
-        );
-        let r = Client::connect(server.addr).roundtrip(req.as_bytes());
+        let r = post_at(server.addr, "/v1/chat/completions", &body);
         assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
         std::thread::sleep(Duration::from_millis(30));
     }
-    let text =
-        String::from_utf8(Client::connect(server.addr).roundtrip(b"GET /metrics HTTP/1.1\r\n\r\n").body).unwrap();
+    let text = scrape_at(server.addr);
     let d = decisions(&text);
     assert_eq!(d.iter().map(|(_, n)| n).sum::<u64>(), 6, "{d:?}");
     assert_eq!(d.len(), 1, "every repeat went to the worker the first one predicted: {d:?}");
@@ -1139,23 +1144,15 @@ fn predicted_ttl_remembers_decisions_for_its_ttl_only() {
     let long: String = (0..120).map(|i| format!("word{i} ")).collect();
     let body = serde_json::json!({"model": "qwen3", "messages": [{"role": "user", "content": long}], "max_tokens": 4});
     let send = || {
-        let req = format!(
-            "POST /v1/chat/completions HTTP/1.1\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{}",
-            body.to_string().len(),
-            body
-        );
-        let r = Client::connect(server.addr).roundtrip(req.as_bytes());
+        let r = post_at(server.addr, "/v1/chat/completions", &body);
         assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
     };
     let counts = || {
-        let text =
-            String::from_utf8(Client::connect(server.addr).roundtrip(b"GET /metrics HTTP/1.1\r\n\r\n").body).unwrap();
-        let counter = |name: &str| -> u64 {
-            text.lines()
-                .find(|l| l.starts_with(name) && l.as_bytes().get(name.len()) == Some(&b' '))
-                .map_or(0, |l| l.split(' ').next_back().unwrap().parse().unwrap())
-        };
-        (counter("switchyard_kv_router_overlap_blocks_total"), counter("switchyard_kv_router_prompt_blocks_total"))
+        let text = scrape_at(server.addr);
+        (
+            counter(&text, "switchyard_kv_router_overlap_blocks_total"),
+            counter(&text, "switchyard_kv_router_prompt_blocks_total"),
+        )
     };
     for _ in 0..4 {
         send();
@@ -1190,18 +1187,12 @@ fn output_block_tracking_serves_and_leaves_nothing_booked() {
         if let Some(osl) = osl {
             body["nvext"] = serde_json::json!({"agent_hints": {"osl": osl}});
         }
-        let req = format!(
-            "POST /v1/chat/completions HTTP/1.1\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{}",
-            body.to_string().len(),
-            body
-        );
-        let r = Client::connect(server.addr).roundtrip(req.as_bytes());
+        let r = post_at(server.addr, "/v1/chat/completions", &body);
         assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
         assert!(String::from_utf8_lossy(&r.body).contains("[DONE]"));
     }
     std::thread::sleep(Duration::from_millis(100));
-    let text =
-        String::from_utf8(Client::connect(server.addr).roundtrip(b"GET /metrics HTTP/1.1\r\n\r\n").body).unwrap();
+    let text = scrape_at(server.addr);
     let booked: Vec<&str> =
         text.lines().filter(|l| l.starts_with("switchyard_kv_router_active_blocks{") && !l.ends_with(" 0")).collect();
     assert!(booked.is_empty(), "blocks left booked: {booked:?}");
@@ -1244,13 +1235,8 @@ fn router_queue_parks_requests_while_every_worker_is_prefill_busy() {
         std::thread::spawn(move || {
             let body = serde_json::json!({"model": "qwen3-mock", "messages": [{"role": "user", "content": content}],
                                           "max_tokens": 2});
-            let req = format!(
-                "POST /v1/chat/completions HTTP/1.1\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{}",
-                body.to_string().len(),
-                body
-            );
             let t0 = Instant::now();
-            let r = Client::connect(addr).roundtrip(req.as_bytes());
+            let r = post_at(addr, "/v1/chat/completions", &body);
             (r.status, t0.elapsed())
         })
     };

@@ -50,7 +50,7 @@ impl Model {
                 self.owners.remove(owner);
             }
             IndexOp::RemoveWorker { worker_id } => self.owners.retain(|o, _| o.worker_id != *worker_id),
-            IndexOp::Usage { .. } | IndexOp::Load(_) | IndexOp::Side(_) => {}
+            IndexOp::Usage { .. } | IndexOp::Load(_) | IndexOp::Side(_) | IndexOp::Lower(..) => {}
         }
     }
 

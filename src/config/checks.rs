@@ -73,6 +73,9 @@ const IMPLEMENTED: &[&str] = &[
     "router_event_threads",
     "router_predicted_ttl_secs",
     "use_remote_indexer",
+    // The lower storage tiers' credit (`router::kv::tier`; checked in `validate`).
+    "host_cache_hit_weight",
+    "disk_cache_hit_weight",
     // Busy detection (kv mode only; checked in `validate`).
     "active_decode_blocks_threshold",
     "active_prefill_tokens_threshold",
@@ -231,6 +234,11 @@ pub(super) fn validate_dynamo(p: &Parsed, warnings: &mut Vec<String>) -> Result<
         }
         if int(p, "router_event_threads").is_some_and(|n| n < 1) {
             return Err(invalid("router_event_threads must be at least 1"));
+        }
+        for (dest, name) in [("host_cache_hit_weight", "host"), ("disk_cache_hit_weight", "disk")] {
+            if float(p, dest).is_some_and(|w| !(0.0..=1.0).contains(&w)) {
+                return Err(invalid(format!("{name}_cache_hit_weight must be between 0 and 1")));
+            }
         }
         if let Some(ttl) = float(p, "router_predicted_ttl_secs") {
             if !boolean(p, "use_kv_events") {

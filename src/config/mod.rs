@@ -407,7 +407,8 @@ fn kv_cost(p: &Parsed) -> Result<settings::CostParams, ConfigError> {
         track_output_blocks: boolean(p, "router_track_output_blocks"),
         assume_kv_reuse: boolean(p, "router_assume_kv_reuse"),
         prefer_room: text(p, "router_tie_break") != Some("random"),
-        ..d
+        host_cache_hit_weight: float(p, "host_cache_hit_weight").unwrap_or(d.host_cache_hit_weight),
+        disk_cache_hit_weight: float(p, "disk_cache_hit_weight").unwrap_or(d.disk_cache_hit_weight),
     })
 }
 
@@ -826,8 +827,6 @@ mod tests {
         let c = run(&["--router-mode", "kv", "--no-router-kv-events", "--router-approximate-cache-policy", "lru"], &[])
             .unwrap();
         assert_eq!(c.kv_cache_policy, settings::CachePolicy::Lru);
-        let e = run(&["--router-host-cache-hit-weight", "0.5"], &[]).unwrap_err();
-        assert!(e.message.contains("--router-host-cache-hit-weight 0.5"), "{}", e.message);
         let c = run(&["--migration-limit", "3", "--migration-max-seq-len", "4096"], &[]).unwrap();
         assert_eq!((c.migration_limit, c.migration_max_seq_len), (3, Some(4096)));
         let e = run(&[], &[("DYN_HTTP_PRE_COMMIT_ERROR_PEEK_MS", "50")]).unwrap_err();
@@ -876,9 +875,6 @@ mod tests {
         assert!(e.message.contains("--router-replica-sync is implemented for --router-mode kv only"), "{}", e.message);
         let e = run(&["--router-mode", "kv", "--router-replica-sync", "--event-plane", "nats"], &[]).unwrap_err();
         assert!(e.message.contains("--event-plane nats is not implemented"), "{}", e.message);
-        // Still refused, by name.
-        let e = run(&["--router-mode", "kv", "--router-host-cache-hit-weight", "0.5"], &[]).unwrap_err();
-        assert!(e.message.contains("--router-host-cache-hit-weight"), "{}", e.message);
     }
 
     #[test]
@@ -898,9 +894,19 @@ mod tests {
         assert!(!c.kv_cost.assume_kv_reuse);
         let e = run(&["--router-temperature", "-1"], &[]).unwrap_err();
         assert!(e.message.contains("--router-temperature must be"), "{}", e.message);
-        // Lower storage tiers are not indexed: their weights stay refused.
-        let e = run(&["--router-host-cache-hit-weight", "0.5"], &[]).unwrap_err();
-        assert!(e.message.contains("--router-host-cache-hit-weight 0.5"), "{}", e.message);
+        // The lower storage tiers' credit, checked in kv mode as 1.6.1 checks it.
+        let c = run(
+            &["--router-mode", "kv", "--router-host-cache-hit-weight", "0.5"],
+            &[("DYN_ROUTER_DISK_CACHE_HIT_WEIGHT", "0")],
+        )
+        .unwrap();
+        assert_eq!((c.kv_cost.host_cache_hit_weight, c.kv_cost.disk_cache_hit_weight), (0.5, 0.0));
+        let e = run(&["--router-mode", "kv", "--router-host-cache-hit-weight", "1.5"], &[]).unwrap_err();
+        assert_eq!(e.message, "host_cache_hit_weight must be between 0 and 1");
+        let e = run(&["--router-mode", "kv", "--router-disk-cache-hit-weight", "-0.1"], &[]).unwrap_err();
+        assert_eq!(e.message, "disk_cache_hit_weight must be between 0 and 1");
+        // Outside kv mode 1.6.1 never builds the router config: not checked.
+        run(&["--router-host-cache-hit-weight", "7"], &[]).unwrap();
     }
 
     #[test]

@@ -25,14 +25,19 @@ use std::time::Duration;
 use bytes::BytesMut;
 
 pub use crate::plane::indexer::KV_INDEXER_QUERY_ENDPOINT;
-use crate::plane::indexer::{IndexerQueryRequest, IndexerQueryResponse, OverlapScores, TieredScores, WorkerWithDpRank};
+use crate::plane::indexer::{
+    IndexerQueryRequest, IndexerQueryResponse, LowerTierHits, OverlapScores, TieredScores, WorkerWithDpRank,
+};
 use crate::plane::{
     encode_ack, encode_complete_final, encode_control, encode_handshake, encode_item, encode_prologue, Ack,
     CallHomeHandshake, Codec, ControlMessage, Decoded, RequestControlMessage, RequestFrame, RequestFrameDecoder,
     StreamPrologue, StreamType, DEFAULT_MAX_MESSAGE_SIZE,
 };
 use crate::registry::Registry;
+use crate::router::kv::hash::sequence_hashes;
 pub use crate::router::kv::replica::IndexReplica;
+use crate::router::kv::tier::Tier;
+use crate::router::kv::Owner;
 
 /// How often the acceptor drains the replica and looks for new connections when idle.
 const TICK: Duration = Duration::from_millis(20);
@@ -62,23 +67,49 @@ impl Book {
     }
 
     /// The answer to `q`: each of the model's `(worker, dp_rank)`s and how many of the
-    /// prompt's leading blocks it holds (only those holding one), by worker id. 1.6.1 sends
-    /// no depth frequencies and no lower tiers; neither does this index have any.
+    /// prompt's leading blocks it holds (only those holding one), by worker id; unless the
+    /// asker wants the device only, per lower tier (that has had events) the blocks it adds
+    /// to each owner's continuation (only owners it adds to). 1.6.1 sends no depth
+    /// frequencies.
     fn answer(&mut self, q: &IndexerQueryRequest) -> IndexerQueryResponse {
         let Some(workers) = self.models.get(&q.model_name) else {
             return IndexerQueryResponse::unknown_model(&q.model_name);
         };
-        let mut scores: Vec<(WorkerWithDpRank, u32)> = self
-            .replica
-            .find_matches(&q.block_hashes)
-            .into_iter()
+        let found = self.replica.find_matches(&q.block_hashes);
+        let rank = |o: Owner| WorkerWithDpRank { worker_id: o.worker_id, dp_rank: o.dp_rank };
+        let mut scores: Vec<(WorkerWithDpRank, u32)> = found
+            .iter()
             .filter(|(o, n)| *n > 0 && workers.contains(&o.worker_id))
-            .map(|(o, n)| (WorkerWithDpRank { worker_id: o.worker_id, dp_rank: o.dp_rank }, n))
+            .map(|&(o, n)| (rank(o), n))
             .collect();
         scores.sort_unstable();
+        let mut lower_tier = Vec::new();
+        if !q.device_only && self.replica.has_lower_tiers() {
+            let sequence = sequence_hashes(&q.block_hashes);
+            // Every rank of the model's workers with blocks in a lower tier: one without a
+            // device match may still hold the prompt's start there.
+            let owners: Vec<Owner> =
+                self.replica.tier_owners().into_iter().filter(|o| workers.contains(&o.worker_id)).collect();
+            let mut per_tier: [Vec<(WorkerWithDpRank, usize)>; 3] = Default::default();
+            for o in owners {
+                let device = found.iter().find(|(x, _)| *x == o).map_or(0, |&(_, n)| n as usize);
+                let hits = self.replica.tier_hits(o, &q.block_hashes, &sequence, device);
+                for (t, n) in hits.into_iter().enumerate() {
+                    if n > 0 {
+                        per_tier[t].push((rank(o), n as usize));
+                    }
+                }
+            }
+            for (t, mut hits) in Tier::ALL.into_iter().zip(per_tier) {
+                if !hits.is_empty() {
+                    hits.sort_unstable();
+                    lower_tier.push((t.name().to_string(), LowerTierHits { hits }));
+                }
+            }
+        }
         IndexerQueryResponse::TieredScores(TieredScores {
             device: OverlapScores { scores, frequencies: Vec::new() },
-            lower_tier: Vec::new(),
+            lower_tier,
         })
     }
 }
@@ -308,6 +339,29 @@ mod tests {
         let IndexerQueryResponse::TieredScores(t) = book.answer(&q) else { panic!("scores expected") };
         let w = |id| WorkerWithDpRank { worker_id: id, dp_rank: 0 };
         assert_eq!(t.device.scores, vec![(w(7), 3), (w(8), 1)], "worker 9 serves another model");
+        assert_eq!(t.lower_tier, [], "no lower tier has had an event");
+        // Worker 8's blocks 1–2 on host, worker 7's block 3 on disk, worker 9's on host.
+        let lower = |tier, w, parent, from: u64, to: u64| {
+            let blocks: Vec<BlockPair> =
+                (from..to).map(|i| BlockPair { block_hash: 100 + i, tokens_hash: i }).collect();
+            IndexOp::Lower(
+                tier,
+                Box::new(IndexOp::Stored { owner: owner(w), parent_hash: parent, blocks: blocks.into() }),
+            )
+        };
+        feed.publish(lower(Tier::HostPinned, 8, Some(100), 1, 3));
+        feed.publish(lower(Tier::Disk, 7, Some(102), 3, 4));
+        feed.publish(lower(Tier::HostPinned, 9, None, 0, 4));
+        feed.flush();
+        let IndexerQueryResponse::TieredScores(t) = book.answer(&q) else { panic!("scores expected") };
+        let hits = |v: Vec<(WorkerWithDpRank, usize)>| LowerTierHits { hits: v };
+        assert_eq!(
+            t.lower_tier,
+            [("host_pinned".to_string(), hits(vec![(w(8), 2)])), ("disk".to_string(), hits(vec![(w(7), 1)]))]
+        );
+        let only = IndexerQueryRequest { device_only: true, ..q.clone() };
+        let IndexerQueryResponse::TieredScores(t) = book.answer(&only) else { panic!("scores expected") };
+        assert_eq!(t.lower_tier, []);
         let q = IndexerQueryRequest { model_name: "other".into(), ..q };
         assert_eq!(book.answer(&q), IndexerQueryResponse::unknown_model("other"));
     }

@@ -367,6 +367,11 @@ impl Choice {
         self.started.worker
     }
 
+    /// The kv router's view of the request when it chose the worker (kv mode only).
+    pub(super) fn kv_hit(&self) -> Option<crate::router::kv::active::KvHit> {
+        self.started.kv_hit()
+    }
+
     /// The next event; `None` once the choice is over. After [`Event::Finish`] or
     /// [`Event::Error`] nothing more comes.
     pub(super) async fn next(&mut self) -> Option<Event> {

@@ -21,8 +21,7 @@ use smallvec::SmallVec;
 use crate::error::{Error, Kind};
 use crate::plane::stream::StreamEvent;
 use crate::registry::{Serving, Worker};
-use crate::router::kv::index::Owner;
-use crate::router::kv::select::Booking;
+use crate::router::kv::select::{Booking, Overlaps};
 use crate::router::session::{AffinityMode, Lease};
 use crate::router::{InFlight, Mode};
 use crate::shard::ShardCtx;
@@ -65,6 +64,11 @@ impl Started {
 
     /// The answer ended: its kv booking is released now (the in-flight count stays until
     /// the stream is dropped).
+    /// The kv router's view of the request when it chose this worker (kv mode only).
+    pub fn kv_hit(&self) -> Option<crate::router::kv::active::KvHit> {
+        self.booking.as_ref().and_then(Booking::hit)
+    }
+
     pub fn answered(&mut self) {
         self.booking = None;
     }
@@ -160,7 +164,7 @@ fn pick(
     tokens: Option<&[u32]>,
     request: u128,
     bound: Option<u64>,
-    remote: Option<&[(Owner, u32)]>,
+    remote: Option<&Overlaps>,
 ) -> Result<Option<(usize, Option<KvPick>)>, Error> {
     if let (Some(id), None) = (bound, pinned) {
         if let Some(chosen) = pick_bound(ctx, serving, id, tried, tokens, request, remote)? {
@@ -206,7 +210,7 @@ fn pick_bound(
     tried: &[u64],
     tokens: Option<&[u32]>,
     request: u128,
-    remote: Option<&[(Owner, u32)]>,
+    remote: Option<&Overlaps>,
 ) -> Result<Option<(usize, Option<KvPick>)>, Error> {
     let Some(i) = serving.workers.iter().position(|w| w.instance_id == id) else { return Ok(None) };
     if tried.contains(&id) || ctx.router.is_inhibited(id) {
@@ -233,7 +237,7 @@ fn kv_choose(
     usable: &[usize],
     tokens: &[u32],
     request: u128,
-    remote: Option<&[(Owner, u32)]>,
+    remote: Option<&Overlaps>,
 ) -> Result<Option<(usize, Option<KvPick>)>, crate::router::kv::select::Overloaded> {
     let (name, workers, limits) = (&serving.name, &serving.workers, &serving.limits);
     let chosen = ctx.kv.choose_for(name, workers, usable, tokens, limits, request, remote, || ctx.router.next_u64())?;
@@ -288,7 +292,7 @@ pub async fn dispatch<B: RequestBody>(
     }
     while tried.len() < MAX_ATTEMPTS {
         let tokens = wire.prompt_tokens();
-        let Some((i, kv)) = pick(ctx, serving, pinned, &tried, tokens, request, bound, remote.as_deref())? else {
+        let Some((i, kv)) = pick(ctx, serving, pinned, &tried, tokens, request, bound, remote.as_ref())? else {
             break;
         };
         let mut booking = kv.map(|(rank, mut booking)| {

@@ -63,6 +63,8 @@ pub struct Generation {
     prompt_sent: u32,
     /// The worker answering each choice, by choice index.
     workers: SmallVec<[u64; 1]>,
+    /// The kv router's view of the first choice's request.
+    kv_hit: Option<crate::router::kv::active::KvHit>,
     /// When the request was taken (and as Unix milliseconds), its worker requests sent, its
     /// first token received, its end.
     received: Instant,
@@ -144,6 +146,7 @@ impl Generation {
             prefill_time_ms: ms(first.saturating_duration_since(self.sent)),
             ttft_ms: ms(first.saturating_duration_since(self.received)),
             total_time_ms: ms(now.saturating_duration_since(self.received)),
+            kv: self.kv_hit,
         }
     }
 
@@ -314,6 +317,7 @@ impl Generation {
         let mut choices = choices;
         let request_id = choices.first_mut().map(Choice::take_request_id).unwrap_or_default();
         let prompt_sent = choices.first().map_or(0, Choice::prompt_sent);
+        let kv_hit = choices.first().and_then(Choice::kv_hit);
         let mut workers: SmallVec<[u64; 1]> = smallvec::smallvec![0; choices.len()];
         for c in &choices {
             if let Some(w) = workers.get_mut(c.index as usize) {
@@ -359,6 +363,7 @@ impl Generation {
             prompt_tokens: 0,
             prompt_sent,
             workers,
+            kv_hit,
             received: times.received,
             received_ms: times.received_ms,
             sent: times.sent,

@@ -87,6 +87,8 @@ pub struct Timing {
     pub ttft_ms: f64,
     /// From the request until its end.
     pub total_time_ms: f64,
+    /// `--router-mode kv`: the router's cached share of the prompt and queue depth.
+    pub kv: Option<crate::router::kv::active::KvHit>,
 }
 
 /// New text of one choice.

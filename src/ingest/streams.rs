@@ -22,7 +22,9 @@
 //!   held events are applied as they are, the loss is counted, and the next gap tries again.
 //! * Owners without a recovery target (no `v1/event_sources` record) keep the plain rules:
 //!   gaps are counted and the stream goes on.
-//! * Only `device`-tier events change the index, but every tier advances the cursor.
+//! * One event id sequence spans every storage tier of an owner. `device` events change the
+//!   index; `host_pinned`, `disk` and `external` stores and removals go to that tier's index
+//!   ([`IndexOp::Lower`]); any tier's `cleared` empties them all.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -30,6 +32,7 @@ use std::time::{Duration, Instant};
 use super::recovery::Answer;
 use crate::plane::kv_events::RouterEvent;
 use crate::router::kv::index::{IndexOp, Owner};
+use crate::router::kv::tier::Tier;
 
 /// Attempts per recovery before its held events are applied as they are.
 pub const MAX_ATTEMPTS: u32 = 8;
@@ -222,16 +225,36 @@ impl Streams {
 }
 
 fn push_op(owner: Owner, ev: &RouterEvent, out: &mut Vec<Out>) {
-    if ev.storage_tier != "device" {
-        return;
-    }
+    let tier = match (ev.storage_tier.as_str(), Tier::parse(&ev.storage_tier)) {
+        ("device", _) => None,
+        (_, Some(t)) => Some(t),
+        (_, None) => {
+            static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+            if !WARNED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                crate::log::warn(&format!(
+                    "kv events: storage tier {:?} is none of device, host_pinned, disk, external; \
+                     its events are not indexed (said once)",
+                    ev.storage_tier
+                ));
+            }
+            return;
+        }
+    };
     let mut op = IndexOp::from_event(ev);
     // A dump's events are the owner's, whatever ids they carry.
     match &mut op {
         IndexOp::Stored { owner: o, .. } | IndexOp::Removed { owner: o, .. } | IndexOp::Cleared { owner: o } => {
             *o = owner
         }
-        IndexOp::RemoveWorker { .. } | IndexOp::Usage { .. } | IndexOp::Load(_) | IndexOp::Side(_) => {}
+        IndexOp::RemoveWorker { .. }
+        | IndexOp::Usage { .. }
+        | IndexOp::Load(_)
+        | IndexOp::Side(_)
+        | IndexOp::Lower(..) => {}
+    }
+    // A lower tier's stores and removals go to that tier; its `cleared` empties them all.
+    if let (Some(t), false) = (tier, matches!(op, IndexOp::Cleared { .. })) {
+        op = IndexOp::Lower(t, Box::new(op));
     }
     out.push(Out::Op(op));
 }
@@ -350,6 +373,39 @@ mod tests {
 
     fn queries(out: &[Out]) -> Vec<Option<(u64, u64)>> {
         out.iter().filter_map(|o| if let Out::Query(w) = o { Some(w.range) } else { None }).collect()
+    }
+
+    #[test]
+    fn lower_tier_events_go_to_their_tier_and_share_the_id_sequence() {
+        use crate::router::kv::tier::Tier;
+        let mut st = Streams::default();
+        let mut out = Vec::new();
+        let tiered = |id: u64, tier: &str, data: Option<KvCacheEventData>| {
+            let mut ev = stored(id, 100 + id);
+            ev.storage_tier = tier.into();
+            if let Some(d) = data {
+                ev.event.data = d;
+            }
+            ev
+        };
+        st.event(stored(1, 11), &mut out);
+        st.event(tiered(2, "host_pinned", None), &mut out);
+        st.event(tiered(3, "disk", None), &mut out);
+        st.event(tiered(4, "CPU_PINNED", None), &mut out);
+        st.event(tiered(5, "host_pinned", Some(KvCacheEventData::Cleared)), &mut out);
+        assert_eq!(st.cursor(W), Some(5), "every tier advances the one cursor");
+        assert_eq!(st.counts.gaps, 0);
+        let kinds: Vec<String> = out
+            .iter()
+            .map(|o| match o {
+                Out::Op(IndexOp::Stored { .. }) => "device".to_string(),
+                Out::Op(IndexOp::Lower(t, op)) if matches!(**op, IndexOp::Stored { .. }) => format!("{t:?}"),
+                Out::Op(IndexOp::Cleared { owner }) if *owner == W => "cleared".to_string(),
+                other => format!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(kinds, ["device", "HostPinned", "Disk", "cleared"], "an unknown tier is not indexed");
+        assert_eq!(format!("{:?}", Tier::External), "External");
     }
 
     #[test]

@@ -75,6 +75,13 @@ impl Shape {
                 "\"timing\":{{\"request_received_ms\":{},\"prefill_wait_time_ms\":{},\"prefill_time_ms\":{},\"ttft_ms\":{},\"total_time_ms\":{}}}",
                 t.request_received_ms, t.prefill_wait_time_ms, t.prefill_time_ms, t.ttft_ms, t.total_time_ms
             );
+            if let Some(kv) = t.kv {
+                // Inside the timing object: before its closing brace.
+                out.pop();
+                // As serde_json writes a float: `0.0`, not `0`.
+                let rate = if kv.rate.fract() == 0.0 { format!("{:.1}", kv.rate) } else { kv.rate.to_string() };
+                let _ = write!(out, ",\"kv_hit_rate\":{rate},\"router_queue_depth\":{}}}", kv.queue_depth);
+            }
         }
         out.push(b'}');
         Some(out)

@@ -337,7 +337,7 @@ impl Bookings {
         self.table.borrow_mut().add(id, worker, prefill_tokens, blocks.clone());
         let sent = self.share.get()
             && send(&self.up, key, || LoadOp::Add { worker, prefill_tokens, blocks, request }).is_some();
-        Booking { table: self.table.clone(), up: self.up.clone(), id, sent, output: None }
+        Booking { table: self.table.clone(), up: self.up.clone(), id, sent, output: None, hit: None }
     }
 
     /// Approximate mode: tells the ingest thread what this decision predicts.
@@ -366,6 +366,17 @@ pub struct Booking {
     sent: bool,
     /// `--router-track-output-blocks`: how far the answer has grown.
     output: Option<OutputTrack>,
+    /// What the router saw when it chose: [`KvHit`].
+    hit: Option<KvHit>,
+}
+
+/// The router's view of a request it booked, as 1.6.1 reports it in `nvext.timing`.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct KvHit {
+    /// Prompt tokens taken as cached on the chosen worker over the prompt's tokens.
+    pub rate: f64,
+    /// Requests waiting in the router queue at the decision.
+    pub queue_depth: u32,
 }
 
 /// An answer's growth in blocks (1.6.1's output-block tracking).
@@ -382,6 +393,16 @@ struct OutputTrack {
 }
 
 impl Booking {
+    /// What the router saw when it chose (see [`KvHit`]).
+    pub fn hit(&self) -> Option<KvHit> {
+        self.hit
+    }
+
+    pub(super) fn with_hit(mut self, hit: KvHit) -> Booking {
+        self.hit = Some(hit);
+        self
+    }
+
     /// Count the answer's output blocks from now on (`--router-track-output-blocks`): a
     /// prompt of `isl` tokens, blocks of `block_size`, `expected` output tokens if the
     /// request said.

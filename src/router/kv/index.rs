@@ -94,6 +94,10 @@ pub enum IndexOp {
     /// `--router-predicted-ttl-secs`: a change to the replicas' predict-on-route side index
     /// (what routing decisions predict, kept apart from what the workers' events say).
     Side(Box<IndexOp>),
+    /// A `Stored` or `Removed` of a storage tier below the GPU (host memory, disk,
+    /// external), for the replicas' [`super::tier::TierIndex`] of that tier. A lower tier's
+    /// `cleared` is a plain [`IndexOp::Cleared`]: it empties every tier, as in 1.6.1.
+    Lower(super::tier::Tier, Box<IndexOp>),
 }
 
 impl IndexOp {
@@ -134,6 +138,9 @@ const ROOT: u32 = 0;
 struct Node {
     /// The sequence hash (§5.3) of the local hashes on the path to this node.
     prefix: u64,
+    /// The worker's block hash of the store that made the node (where a lower tier's
+    /// continuation of this prefix is anchored, [`KvIndex::block_hash_at`]).
+    ext: u64,
     parent: u32,
     children: u32,
     /// XOR of [`owner_mix`] over `owners`.
@@ -200,7 +207,7 @@ impl KvIndex {
             IndexOp::Removed { owner, block_hashes } => self.remove(*owner, block_hashes),
             IndexOp::Cleared { owner } => self.clear(*owner),
             IndexOp::RemoveWorker { worker_id } => self.remove_worker(*worker_id),
-            IndexOp::Usage { .. } | IndexOp::Load(_) | IndexOp::Side(_) => {}
+            IndexOp::Usage { .. } | IndexOp::Load(_) | IndexOp::Side(_) | IndexOp::Lower(..) => {}
         }
     }
 
@@ -218,7 +225,7 @@ impl KvIndex {
         };
         let id = self.intern(owner);
         for b in blocks {
-            let child = self.child_or_insert(cur, b.tokens_hash);
+            let child = self.child_or_insert(cur, b);
             let previous = self.slot_mut(id).lookup.insert(b.block_hash, child);
             match previous {
                 Some(old) if old == child => {}
@@ -338,6 +345,13 @@ impl KvIndex {
         true
     }
 
+    /// The worker's block hash of the node at the end of the path whose sequence hash is
+    /// `sequence_hash` (that of the first store that made it; Dynamo's mockers and engines
+    /// that hash alike give every owner the same).
+    pub fn block_hash_at(&self, sequence_hash: u64) -> Option<u64> {
+        self.by_prefix.get(&sequence_hash).map(|&n| self.nodes[n as usize].ext)
+    }
+
     /// The number of `(owner, block)` bindings (what the workers' caches hold in total).
     pub fn indexed_blocks(&self) -> usize {
         self.blocks
@@ -402,13 +416,14 @@ impl KvIndex {
         id
     }
 
-    fn child_or_insert(&mut self, parent: u32, local_hash: u64) -> u32 {
+    fn child_or_insert(&mut self, parent: u32, block: &BlockPair) -> u32 {
+        let local_hash = block.tokens_hash;
         let prefix =
             if parent == ROOT { local_hash } else { chain_hash(self.nodes[parent as usize].prefix, local_hash, SEED) };
         if let Some(&c) = self.by_prefix.get(&prefix) {
             return c;
         }
-        let node = Node { prefix, parent, ..Node::default() };
+        let node = Node { prefix, ext: block.block_hash, parent, ..Node::default() };
         let id = alloc(&mut self.nodes, &mut self.free_nodes, node);
         self.by_prefix.insert(prefix, id);
         self.nodes[parent as usize].children += 1;

@@ -14,6 +14,7 @@ pub mod predict;
 pub mod queue;
 pub mod replica;
 pub mod select;
+pub mod tier;
 
 pub use index::{BlockPair, IndexOp, IndexStats, KvIndex, Owner};
 pub use replica::{channel, IndexFeed, IndexReplica};

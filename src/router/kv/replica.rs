@@ -34,6 +34,7 @@ use rtrb::{Consumer, Producer, RingBuffer};
 
 use super::active::{LoadMsg, LoadOp};
 use super::index::{IndexOp, KvIndex, Owner};
+use super::tier::{Tier, TierIndex};
 
 /// The writer side: one producer per shard replica.
 pub struct IndexFeed {
@@ -62,6 +63,8 @@ pub struct IndexReplica {
     loads: Vec<LoadMsg>,
     /// `--router-predicted-ttl-secs`: the predict-on-route side index (made on first use).
     side: Option<KvIndex>,
+    /// The lower storage tiers, in [`Tier`] order (each made on its first event).
+    tiers: [Option<TierIndex>; 3],
 }
 
 /// A feed and `replicas` replicas whose rings hold `capacity` ops each.
@@ -79,6 +82,7 @@ pub fn channel(replicas: usize, capacity: usize) -> (IndexFeed, Vec<IndexReplica
             id,
             loads: Vec::new(),
             side: None,
+            tiers: Default::default(),
         });
     }
     let backlog = (0..replicas).map(|_| VecDeque::new()).collect();
@@ -150,8 +154,9 @@ impl IndexReplica {
                     if let Some(side) = self.side.as_mut() {
                         side.remove_worker(worker_id);
                     }
+                    self.tiers.iter_mut().flatten().for_each(|t| t.remove_worker(worker_id));
                 }
-                op => apply_to(&mut self.index, &mut self.side, &op),
+                op => apply_to(&mut self.index, &mut self.side, &mut self.tiers, &op),
             }
         }
         n
@@ -164,7 +169,52 @@ impl IndexReplica {
 
     /// Applies `op` here only (a shard's own prediction, ahead of its broadcast).
     pub fn apply(&mut self, op: &IndexOp) {
-        apply_to(&mut self.index, &mut self.side, op);
+        apply_to(&mut self.index, &mut self.side, &mut self.tiers, op);
+    }
+
+    /// Whether any lower storage tier has had an event (until then every continuation is 0).
+    pub fn has_lower_tiers(&self) -> bool {
+        self.tiers.iter().any(Option::is_some)
+    }
+
+    /// How far `owner`'s lower tiers continue the prompt (`local` hashes, `sequence` their
+    /// chained hashes) past its `device` matched blocks, as of the last drain: `(host, disk)`
+    /// blocks, disk counting the external tier too. Each tier starts where the one above
+    /// stopped — device, host, disk, external — so a block in two tiers counts once, in the
+    /// higher; a continuation is anchored on the block hash at the device match's end, or
+    /// starts at the prompt's first block for an owner without a device match (1.6.1's walk).
+    pub fn lower_tiers(&self, owner: Owner, local: &[u64], sequence: &[u64], device: usize) -> (u32, u32) {
+        let [host, disk, external] = self.tier_hits(owner, local, sequence, device);
+        (host, disk + external)
+    }
+
+    /// The owners with blocks in a lower tier, each once.
+    pub fn tier_owners(&self) -> Vec<Owner> {
+        let mut owners: Vec<Owner> = self.tiers.iter().flatten().flat_map(TierIndex::owners).collect();
+        owners.sort_unstable();
+        owners.dedup();
+        owners
+    }
+
+    /// [`IndexReplica::lower_tiers`] per tier, in [`Tier`] order.
+    pub fn tier_hits(&self, owner: Owner, local: &[u64], sequence: &[u64], device: usize) -> [u32; 3] {
+        let mut pos = device.min(local.len());
+        let mut anchor = None;
+        if pos > 0 {
+            match self.index.block_hash_at(sequence[pos - 1]) {
+                Some(h) => anchor = Some(h),
+                None => return [0; 3],
+            }
+        }
+        let mut hits = [0u32; 3];
+        for t in Tier::ALL {
+            if let Some(ix) = &self.tiers[t as usize] {
+                let (to, at) = ix.extend(owner, local, pos, anchor);
+                hits[t as usize] = (to - pos) as u32;
+                (pos, anchor) = (to, at);
+            }
+        }
+        hits
     }
 
     /// The side index's matches (`--router-predicted-ttl-secs`), as of the last drain.
@@ -199,11 +249,25 @@ impl IndexReplica {
     }
 }
 
-/// Applies `op` to the index, or (an [`IndexOp::Side`]) to the side index, made on first use.
-/// Fields, not `&mut IndexReplica`: the drain holds the ring's chunk meanwhile.
-fn apply_to(index: &mut KvIndex, side: &mut Option<KvIndex>, op: &IndexOp) {
+/// Applies `op` to the index, or (an [`IndexOp::Side`]) to the side index, or (an
+/// [`IndexOp::Lower`]) to its tier's index, each made on first use; a `Cleared` empties the
+/// owner's lower tiers too. Fields, not `&mut IndexReplica`: the drain holds the ring's chunk
+/// meanwhile.
+fn apply_to(index: &mut KvIndex, side: &mut Option<KvIndex>, tiers: &mut [Option<TierIndex>; 3], op: &IndexOp) {
     match op {
         IndexOp::Side(op) => side.get_or_insert_with(KvIndex::new).apply(op),
+        IndexOp::Lower(tier, op) => {
+            let t = tiers[*tier as usize].get_or_insert_with(TierIndex::default);
+            match &**op {
+                IndexOp::Stored { owner, parent_hash, blocks } => t.store(*owner, *parent_hash, blocks),
+                IndexOp::Removed { owner, block_hashes } => t.remove(*owner, block_hashes),
+                _ => {}
+            }
+        }
+        IndexOp::Cleared { owner } => {
+            index.clear(*owner);
+            tiers.iter_mut().flatten().for_each(|t| t.clear(*owner));
+        }
         op => index.apply(op),
     }
 }
@@ -212,6 +276,34 @@ fn apply_to(index: &mut KvIndex, side: &mut Option<KvIndex>, op: &IndexOp) {
 mod tests {
     use super::*;
     use crate::router::kv::index::BlockPair;
+    use std::sync::Arc;
+
+    #[test]
+    fn a_cleared_owner_and_a_departed_worker_leave_every_tier() {
+        use crate::router::kv::tier::Tier;
+        let (mut feed, mut reps) = channel(1, 64);
+        let owner = Owner { worker_id: 9, dp_rank: 0 };
+        let other = Owner { worker_id: 8, dp_rank: 0 };
+        let blocks: Arc<[BlockPair]> = (0..4u64).map(|i| BlockPair { block_hash: i, tokens_hash: 100 + i }).collect();
+        let local: Vec<u64> = (100..104).collect();
+        for o in [owner, other] {
+            let store = IndexOp::Stored { owner: o, parent_hash: None, blocks: blocks.clone() };
+            feed.publish(IndexOp::Lower(Tier::HostPinned, Box::new(store.clone())));
+            feed.publish(IndexOp::Lower(Tier::Disk, Box::new(store)));
+        }
+        let r = &mut reps[0];
+        r.drain(usize::MAX);
+        assert!(r.has_lower_tiers());
+        assert_eq!(r.lower_tiers(owner, &local, &[], 0), (4, 0), "host first; disk holds nothing beyond");
+        feed.publish(IndexOp::Lower(Tier::HostPinned, Box::new(IndexOp::Removed { owner, block_hashes: [2].into() })));
+        r.drain(usize::MAX);
+        assert_eq!(r.lower_tiers(owner, &local, &[], 0), (2, 2), "disk continues where host stops");
+        feed.publish(IndexOp::Cleared { owner });
+        feed.publish(IndexOp::RemoveWorker { worker_id: 8 });
+        r.drain(usize::MAX);
+        assert_eq!(r.lower_tiers(owner, &local, &[], 0), (0, 0));
+        assert_eq!(r.lower_tiers(other, &local, &[], 0), (0, 0));
+    }
 
     #[test]
     fn every_replica_sees_every_op_even_past_capacity() {

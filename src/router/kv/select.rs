@@ -25,7 +25,7 @@ use std::cell::RefCell;
 use std::sync::Arc;
 
 pub use super::active::Booking;
-use super::active::{Bookings, Upstream};
+use super::active::{Bookings, KvHit, Upstream};
 use super::cost::{choose, choose_roomiest, logit, Candidate, CostParams, RequestShape};
 use super::hash::{local_block_hashes, sequence_hashes, BlockHashOptions};
 use super::index::{BlockPair, IndexOp, Owner};
@@ -73,6 +73,14 @@ pub struct KvInstall {
     /// `--router-predicted-ttl-secs`: predictions are sent up for the side index, and the
     /// overlaps are the larger of the index's and the side index's per worker rank.
     pub predicted: bool,
+}
+
+/// What a served indexer answered (`--use-remote-indexer`): per `(worker, dp_rank)` its
+/// device match, and the host and disk (with external) blocks that continue it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Overlaps {
+    pub device: Vec<(Owner, u32)>,
+    pub lower: Vec<(Owner, u32, u32)>,
 }
 
 /// Every candidate worker is over a busy threshold.
@@ -240,7 +248,7 @@ impl KvSelector {
         tokens: &[u32],
         limits: &CardLimits,
         request: u128,
-        remote: Option<&[(Owner, u32)]>,
+        remote: Option<&Overlaps>,
         rand: impl FnMut() -> u64,
     ) -> Result<Option<(Choice, Booking)>, Overloaded> {
         self.choose_from(self.busy_for(model), workers, usable, tokens, limits, request, remote, rand)
@@ -269,7 +277,7 @@ impl KvSelector {
         tokens: &[u32],
         limits: &CardLimits,
         request: u128,
-        remote: Option<&[(Owner, u32)]>,
+        remote: Option<&Overlaps>,
         mut rand: impl FnMut() -> u64,
     ) -> Result<Option<(Choice, Booking)>, Overloaded> {
         if usable.is_empty() {
@@ -291,38 +299,55 @@ impl KvSelector {
         let block_size = limits.block_size();
         let local = local_block_hashes(tokens, block_size, &BlockHashOptions::default());
         let seq = sequence_hashes(&local);
-        let overlaps = match (remote, self.replica.borrow_mut().as_mut()) {
-            (Some(given), r) => {
-                // Load reports and other routers' bookings still come through the ring.
-                if let Some(r) = r {
-                    self.drain(r);
+        // Per candidate, the blocks its host and disk tiers add past its device match.
+        let mut lower = smallvec::SmallVec::<[(u32, u32); 16]>::new();
+        let overlaps =
+            match (remote, self.replica.borrow_mut().as_mut()) {
+                (Some(given), r) => {
+                    // Load reports and other routers' bookings still come through the ring.
+                    if let Some(r) = r {
+                        self.drain(r);
+                    }
+                    if !given.lower.is_empty() {
+                        lower.extend(ranks.iter().map(|&(_, o)| {
+                            given.lower.iter().find(|(x, ..)| *x == o).map_or((0, 0), |&(_, h, k)| (h, k))
+                        }));
+                    }
+                    given.device.clone()
                 }
-                given.to_vec()
-            }
-            (None, Some(r)) => {
-                self.drain(r);
-                let mut found = r.find_matches(&local);
-                if self.predicted.get() {
-                    // 1.6.1's merge: per worker rank, the larger of the two overlaps.
-                    for (o, n) in r.side_matches(&local) {
-                        match found.iter_mut().find(|(x, _)| *x == o) {
-                            Some((_, m)) => *m = (*m).max(n),
-                            None => found.push((o, n)),
+                (None, Some(r)) => {
+                    self.drain(r);
+                    let mut found = r.find_matches(&local);
+                    if r.has_lower_tiers() {
+                        // From the index's own matches (1.6.1 seeds the lower tiers' walk before
+                        // merging the side index's).
+                        lower.extend(ranks.iter().map(|&(_, o)| {
+                            let device = found.iter().find(|(x, _)| *x == o).map_or(0, |(_, n)| *n as usize);
+                            r.lower_tiers(o, &local, &seq, device)
+                        }));
+                    }
+                    if self.predicted.get() {
+                        // 1.6.1's merge: per worker rank, the larger of the two overlaps.
+                        for (o, n) in r.side_matches(&local) {
+                            match found.iter_mut().find(|(x, _)| *x == o) {
+                                Some((_, m)) => *m = (*m).max(n),
+                                None => found.push((o, n)),
+                            }
                         }
                     }
+                    found
                 }
-                found
-            }
-            (None, None) => Vec::new(),
-        };
+                (None, None) => Vec::new(),
+            };
         let overlap_of = |o: Owner| overlaps.iter().find(|(x, _)| *x == o).map_or(0, |(_, n)| *n);
         let table = self.bookings.table.borrow();
         let min_prefill = ranks.iter().map(|&(_, o)| table.get(o).map_or(0, |a| a.prefill_tokens)).min().unwrap_or(0);
         let shape = RequestShape { isl: tokens.len() as u64, block_size, min_active_prefill_tokens: min_prefill };
         let mut logits = smallvec::SmallVec::<[f64; 16]>::new();
         let mut cands = smallvec::SmallVec::<[Candidate; 16]>::new();
-        for &(_, owner) in &ranks {
+        for (k, &(_, owner)) in ranks.iter().enumerate() {
             let a = table.get(owner);
+            let (host_blocks, disk_blocks) = lower.get(k).copied().unwrap_or((0, 0));
             let held = a.map_or(0, |a| a.weighted_blocks());
             let new = match a {
                 Some(a) if self.params.assume_kv_reuse => seq.iter().filter(|h| !a.blocks.contains_key(h)).count(),
@@ -333,7 +358,8 @@ impl KvSelector {
                 active_prefill_tokens: a.map_or(0, |a| a.prefill_tokens),
                 decode_blocks: if self.params.track_active_blocks { held + new } else { 0 },
                 active_requests: a.map_or(0, |a| a.requests),
-                ..Candidate::default()
+                host_blocks,
+                disk_blocks,
             };
             logits.push(logit(&self.params, &shape, &c));
             cands.push(c);
@@ -349,7 +375,7 @@ impl KvSelector {
         };
         let Some(k) = k else { return Ok(None) };
         let (index, owner) = ranks[k];
-        let cached = (u64::from(cands[k].overlap_blocks) * u64::from(block_size)).min(tokens.len() as u64);
+        let cached = self.cached_tokens(&cands[k], block_size).min(tokens.len() as u64);
         let prefill_tokens = tokens.len() as u64 - cached;
         self.predict(owner, &local, &seq, limits.total_kv_blocks);
         // `--no-router-assume-kv-reuse`: the booking's blocks are its own (fresh random
@@ -360,7 +386,9 @@ impl KvSelector {
             (true, true) => seq,
             (true, false) => seq.iter().map(|_| rand()).collect(),
         };
-        let booking = self.bookings.book(owner, prefill_tokens, ids, request);
+        let queue_depth = self.queue.as_ref().map_or(0, |q| q.len() as u32);
+        let rate = if tokens.is_empty() { 0.0 } else { cached as f64 / tokens.len() as f64 };
+        let booking = self.bookings.book(owner, prefill_tokens, ids, request).with_hit(KvHit { rate, queue_depth });
         let mut st = self.stats.borrow_mut();
         *st.decisions.entry(owner.worker_id).or_insert(0) += 1;
         st.overlap_blocks += u64::from(cands[k].overlap_blocks);
@@ -368,6 +396,20 @@ impl KvSelector {
         let choice =
             Choice { index, dp_rank: owner.dp_rank, overlap_blocks: cands[k].overlap_blocks, logit: logits[k] };
         Ok(Some((choice, booking)))
+    }
+
+    /// The prompt tokens `c` is taken to have cached, to book the rest as prefill: device
+    /// blocks in full, host and disk blocks at their weights (1.6.1's effective overlap,
+    /// rounded to tokens).
+    fn cached_tokens(&self, c: &Candidate, block_size: u32) -> u64 {
+        if c.host_blocks == 0 && c.disk_blocks == 0 {
+            return u64::from(c.overlap_blocks) * u64::from(block_size);
+        }
+        let p = &self.params;
+        let blocks = f64::from(c.overlap_blocks)
+            + p.host_cache_hit_weight * f64::from(c.host_blocks)
+            + p.disk_cache_hit_weight * f64::from(c.disk_blocks);
+        (blocks * f64::from(block_size)).round() as u64
     }
 
     /// Approximate mode: the prompt's full blocks are taken as cached on `owner`, here at
@@ -488,6 +530,60 @@ mod tests {
             share_bookings: false,
             approximate: false,
             predicted: false,
+        }
+    }
+
+    /// Worker `id`'s blocks `from..to` of `tokens` in storage tier `tier` (`None`: device),
+    /// under the block before `from`, with the block hashes a mocker gives them.
+    fn store_tier(
+        feed: &mut crate::router::kv::replica::IndexFeed,
+        id: u64,
+        tier: Option<crate::router::kv::tier::Tier>,
+        tokens: &[u32],
+        (from, to): (usize, usize),
+    ) {
+        let local = local_block_hashes(tokens, 16, &BlockHashOptions::default());
+        let seq = sequence_hashes(&local);
+        let pairs: Vec<BlockPair> =
+            (from..to).map(|i| BlockPair { block_hash: seq[i], tokens_hash: local[i] }).collect();
+        let owner = Owner { worker_id: id, dp_rank: 0 };
+        let op = IndexOp::Stored { owner, parent_hash: from.checked_sub(1).map(|p| seq[p]), blocks: pairs.into() };
+        feed.publish(match tier {
+            Some(t) => IndexOp::Lower(t, Box::new(op)),
+            None => op,
+        });
+    }
+
+    #[test]
+    fn host_and_disk_blocks_past_the_device_match_are_credited_at_their_weights() {
+        // 1.6.1, observed (B = 16, a 256-token prompt A, idle workers): A on host only →
+        // logit 20.0 (an empty worker: 32.0), 192 tokens taken as cached; A's first 8 blocks
+        // on the GPU and the next 8 on host → 18.0. Worked from the same formula: 5 device,
+        // 7 host, 2 disk blocks → 21.25 with 172 cached tokens; a block on the GPU and on
+        // host counts once.
+        use crate::router::kv::tier::Tier;
+        let a: Vec<u32> = (1000..1256).collect();
+        type Stores<'a> = &'a [(Option<Tier>, (usize, usize))];
+        let cases: [(Stores<'_>, f64, u64); 4] = [
+            (&[(Some(Tier::HostPinned), (0, 16))], 20.0, 64),
+            (&[(None, (0, 8)), (Some(Tier::HostPinned), (8, 16))], 18.0, 32),
+            (&[(None, (0, 5)), (Some(Tier::HostPinned), (5, 12)), (Some(Tier::Disk), (12, 14))], 21.25, 84),
+            (&[(None, (0, 16)), (Some(Tier::HostPinned), (0, 16))], 16.0, 0),
+        ];
+        for (stores, logit, prefill) in cases {
+            let w = workers(2);
+            let (mut feed, mut replicas) = channel(1, 64);
+            let sel = KvSelector::new(CostParams::default(), BusyThresholds::default());
+            sel.install(alone(replicas.pop().unwrap()));
+            for &(tier, range) in stores {
+                store_tier(&mut feed, w[1].instance_id, tier, &a, range);
+            }
+            // A disk copy the host tier does not lead to is not reached.
+            store_tier(&mut feed, w[1].instance_id, Some(Tier::Disk), &a, (15, 16));
+            let (c, _b) = sel.choose(&w, &[0, 1], &a, &LIMITS, 1, &mut counter()).unwrap().unwrap();
+            assert_eq!((c.index, c.logit), (1, logit), "{stores:?}");
+            let owner = Owner { worker_id: w[1].instance_id, dp_rank: 0 };
+            assert_eq!(sel.bookings.table.borrow().get(owner).unwrap().prefill_tokens, prefill, "{stores:?}");
         }
     }
 

@@ -434,6 +434,8 @@ pub enum Backend {
     /// `--discovery-backend etcd`: a view already connected (so start-up fails early when
     /// etcd cannot be reached).
     Etcd(Box<EtcdView>),
+    /// `--discovery-backend kubernetes`: the cluster and pod found at start-up.
+    Kube(Box<crate::discovery::kube::KubeSettings>),
 }
 
 /// Handle to the control thread.
@@ -487,6 +489,13 @@ impl Control {
                 }
                 Backend::Mem(store) => Box::new(store.source(filter)),
                 Backend::Etcd(view) => Box::new(EtcdSource::new(*view, filter)),
+                Backend::Kube(settings) => match crate::discovery::kube::KubeSource::start(*settings, filter) {
+                    Ok(source) => Box::new(source),
+                    Err(e) => {
+                        crate::log::error(&format!("kubernetes discovery: cannot start its threads: {e}"));
+                        return;
+                    }
+                },
             };
             let mut builder = Builder {
                 shards,

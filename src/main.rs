@@ -120,8 +120,16 @@ fn main() {
             }
         }
         Discovery::Kubernetes => {
-            log::info("discovery backend kubernetes is not built into this version yet: no models are served");
-            None
+            match switchyard::discovery::kube::KubeSettings::from_env(&|k| std::env::var(k).ok()) {
+                Ok(k) => {
+                    log::info(&format!(
+                        "discovery: kubernetes at {:?}, pod {} ({}) in namespace {}, {:?} mode",
+                        k.cluster, k.pod.name, k.pod.uid, k.pod.namespace, k.mode
+                    ));
+                    Some(Backend::Kube(Box::new(k)))
+                }
+                Err(e) => stop_starting(format!("kubernetes discovery: {e}"), || server.shutdown()),
+            }
         }
     };
     // --router-replica-sync: the publisher of this process's bookings, and its discovery record.

@@ -219,6 +219,17 @@ fn startup_validations_exit_non_zero_with_messages() {
     let (code, err) = run(&["--router-mode", "kv", "--router-conditional-disagg"]);
     assert_eq!(code, Some(1));
     assert!(err.contains("--router-conditional-disagg true"), "{err}");
+    // --router-policy-config: what is not built is named; what is built is checked.
+    let policy = std::env::temp_dir().join(format!("switchyard-flags-policy-{}.yaml", std::process::id()));
+    std::fs::write(&policy, "request_classifier: {type: thunderagent}\n").unwrap();
+    let (code, err) = run(&["--router-mode", "kv", "--router-policy-config", policy.to_str().unwrap()]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("request_classifier is not implemented"), "{err}");
+    std::fs::write(&policy, "router: {host_cache_hit_weight: 3}\n").unwrap();
+    let (code, err) = run(&["--router-mode", "kv", "--router-policy-config", policy.to_str().unwrap()]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("host_cache_hit_weight must be between 0 and 1"), "{err}");
+    std::fs::remove_file(&policy).unwrap();
     // The served indexer: 1.6.1's own checks, then the combinations not built, by name.
     let (code, err) = run(&["--serve-indexer"]);
     assert_eq!(code, Some(1));

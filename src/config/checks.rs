@@ -73,6 +73,8 @@ const IMPLEMENTED: &[&str] = &[
     "router_event_threads",
     "router_predicted_ttl_secs",
     "use_remote_indexer",
+    // Read and applied before validation (`policy`).
+    "router_policy_config",
     // The lower storage tiers' credit (`router::kv::tier`; checked in `validate`).
     "host_cache_hit_weight",
     "disk_cache_hit_weight",
@@ -105,7 +107,7 @@ const IMPLEMENTED: &[&str] = &[
 /// Options of which some values are implemented (the default always is).
 fn value_supported(dest: &str, v: &Value) -> bool {
     match (dest, v) {
-        ("discovery_backend", Value::Str(s)) => s == "file" || s == "mem" || s == "etcd",
+        ("discovery_backend", Value::Str(s)) => ["file", "mem", "etcd", "kubernetes"].contains(&s.as_str()),
         ("router_mode", Value::Str(s)) => super::settings::RouterMode::parse(s).is_some(),
         // The event plane carries KV events, which only the kv router reads: with the other
         // router modes Dynamo's frontend does not use it either.
@@ -281,6 +283,17 @@ pub(super) fn validate_dynamo(p: &Parsed, warnings: &mut Vec<String>) -> Result<
                 "--router-replica-sync with --event-plane nats is not implemented in this switchyard build \
                  (bookings are published on a ZMQ socket only)",
             ));
+        }
+    }
+    // What this frontend registers itself is written to etcd or the file store only.
+    if text(p, "discovery_backend") == Some("kubernetes") {
+        for (dest, flag) in [("serve_indexer", "--serve-indexer"), ("router_replica_sync", "--router-replica-sync")] {
+            if boolean(p, dest) && text(p, "router_mode") == Some("kv") {
+                return Err(invalid(format!(
+                    "{flag} with --discovery-backend kubernetes is not implemented in this switchyard build \
+                     (the frontend's own records are written to etcd or the file store only)"
+                )));
+            }
         }
     }
     if text(p, "namespace").is_some() && text(p, "namespace_prefix").is_some() {

@@ -197,7 +197,7 @@ pub static DYNAMO_FLAGS: &[Flag] = &[
     flag(&["--router-queue-threshold"], &[], "router_queue_threshold", Some("DYN_ROUTER_QUEUE_THRESHOLD"), Kind::NullableFloat, Default::None,
         &[], "Queue requests when every worker is above this load.").deprecated(),
     flag(&["--router-policy-config"], &[], "router_policy_config", Some("DYN_ROUTER_POLICY_CONFIG"), Kind::Str, Default::None,
-        &[], "Router policy configuration file."),
+        &[], "YAML file: `router:` settings (they win over options) and `worker_selection` instances of dynamo-default-cost-fn for the aggregated pool; policy classes, request classifiers, other selector types and per-pool selections are refused by name."),
     flag(&["--router-conditional-disagg"], &["--no-router-conditional-disagg"], "conditional_disagg_enabled", Some("DYN_ROUTER_CONDITIONAL_DISAGG"), Kind::Bool, Default::Bool(false),
         &[], "Decide per request between aggregated and disaggregated serving."),
     flag(&["--router-conditional-disagg-config"], &[], "conditional_disagg_config", Some("DYN_ROUTER_CONDITIONAL_DISAGG_CONFIG"), Kind::Str, Default::None,

@@ -13,6 +13,7 @@ mod checks;
 pub mod flags;
 pub mod help;
 pub mod parse;
+mod policy;
 pub mod settings;
 
 use std::path::PathBuf;
@@ -296,10 +297,11 @@ pub fn load(
     args: &[String],
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<(Action, Option<Config>, Vec<String>), ConfigError> {
-    let parsed = parse::parse(args, env)?;
+    let mut parsed = parse::parse(args, env)?;
     if parsed.action != Action::Run {
         return Ok((parsed.action, None, Vec::new()));
     }
+    policy::apply(&mut parsed)?;
     let mut warnings = parsed.warnings.clone();
     checks::validate_dynamo(&parsed, &mut warnings)?;
     checks::refuse_unbuilt(&parsed, env)?;

@@ -13,6 +13,8 @@
 //! * [`etcd`]: the etcd backend (`ETCD_ENDPOINTS`, leases): a blocking client of etcd's JSON
 //!   gateway, the frontend's [`etcd::EtcdView`] (also a [`Source`]) and the worker's
 //!   [`etcd::EtcdLease`].
+//! * [`kube`]: the Kubernetes backend (`kubernetes`): workers' `DynamoWorkerMetadata`
+//!   objects joined with their pods' readiness, listed and watched on threads of its own.
 //! * [`mem`]: the in-process backend (`mem`), for workers embedded in this process.
 //!
 //! Runs on the control thread (blocking I/O); shards only see the Registry it publishes.
@@ -24,6 +26,7 @@ pub mod checksum;
 pub mod etcd;
 pub mod file;
 pub mod filewrite;
+pub mod kube;
 pub mod mem;
 pub mod records;
 pub mod snapshot;

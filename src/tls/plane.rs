@@ -381,6 +381,11 @@ fn system_roots() -> RootCertStore {
 #[derive(Debug)]
 struct Unverified(Arc<CryptoProvider>);
 
+/// [`Unverified`], for other insecure clients (a kubeconfig's `insecure-skip-tls-verify`).
+pub(crate) fn unverified() -> Arc<dyn ServerCertVerifier> {
+    Arc::new(Unverified(provider()))
+}
+
 impl ServerCertVerifier for Unverified {
     fn verify_server_cert(
         &self,

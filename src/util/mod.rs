@@ -5,6 +5,7 @@
 pub mod alloc;
 pub mod date;
 pub mod uring;
+pub mod yaml;
 
 /// The value of one ASCII hex digit (either case).
 pub fn hex_digit(b: u8) -> Option<u8> {

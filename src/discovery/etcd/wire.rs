@@ -69,9 +69,56 @@ enum Chunk {
     Trailer,
 }
 
+/// A client connection, plain or TLS (the Kubernetes API is https in a cluster).
+pub(crate) enum Conn {
+    Plain(TcpStream),
+    Tls(Box<rustls::StreamOwned<rustls::ClientConnection, TcpStream>>),
+}
+
+impl Conn {
+    /// The socket under it (timeouts, readiness polling).
+    pub(crate) fn tcp(&self) -> &TcpStream {
+        match self {
+            Conn::Plain(s) => s,
+            Conn::Tls(s) => &s.sock,
+        }
+    }
+}
+
+impl From<TcpStream> for Conn {
+    fn from(s: TcpStream) -> Conn {
+        Conn::Plain(s)
+    }
+}
+
+impl Read for Conn {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Conn::Plain(s) => s.read(buf),
+            Conn::Tls(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Conn {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Conn::Plain(s) => s.write(buf),
+            Conn::Tls(s) => s.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Conn::Plain(s) => s.flush(),
+            Conn::Tls(s) => s.flush(),
+        }
+    }
+}
+
 /// A response being read from one connection: status, and a body decoded as it arrives.
 pub(crate) struct Response {
-    stream: TcpStream,
+    stream: Conn,
     pub(crate) status: u16,
     framing: Framing,
     /// Received, not yet decoded.
@@ -87,7 +134,7 @@ fn bad(msg: impl Into<String>) -> io::Error {
 }
 
 /// Reads one more piece from `stream` into `buf`; 0 at EOF.
-fn read_some(stream: &mut TcpStream, buf: &mut Vec<u8>) -> io::Result<usize> {
+fn read_some(stream: &mut impl Read, buf: &mut Vec<u8>) -> io::Result<usize> {
     let mut tmp = [0u8; 16 * 1024];
     let n = stream.read(&mut tmp)?;
     buf.extend_from_slice(&tmp[..n]);
@@ -96,7 +143,8 @@ fn read_some(stream: &mut TcpStream, buf: &mut Vec<u8>) -> io::Result<usize> {
 
 impl Response {
     /// Reads the response head (1xx responses skipped) from `stream`.
-    pub(crate) fn read_head(mut stream: TcpStream) -> io::Result<Response> {
+    pub(crate) fn read_head(stream: impl Into<Conn>) -> io::Result<Response> {
+        let mut stream = stream.into();
         let mut raw = Vec::new();
         loop {
             let mut headers = [httparse::EMPTY_HEADER; 32];
@@ -142,7 +190,7 @@ impl Response {
 
     /// The connection (for timeouts and readiness polling).
     pub(crate) fn stream(&self) -> &TcpStream {
-        &self.stream
+        self.stream.tcp()
     }
 
     /// Reads once more from the connection (blocking up to its read timeout) and decodes.

@@ -16,7 +16,15 @@
 #   4. every watch closed by the server, then its history compacted (410 → re-list): still
 #      served, a change made meanwhile seen;
 #   5. the Pod worker-1 deleted (its metadata goes with it): only worker-0 serves;
-#   6. no endpoint ready: qwen3 leaves both frontends' /v1/models.
+#   6. a second switchyard reaching the API over https with a client certificate and a token
+#      (a kubeconfig with certificate-authority and client-certificate-data, as a cluster's
+#      API server is reached) serves the same worker;
+#      and a third in container mode (DYN_KUBE_DISCOVERY_MODE=container: readiness from the
+#      labelled Pods' containers) serves it too, having deleted a stale metadata object of its
+#      own name first, as 1.6.1 does;
+#   7. no endpoint ready, no container ready: qwen3 leaves every frontend's /v1/models;
+#   8. switchyard's list and watch requests are dynamo.frontend's, byte for byte (resource
+#      versions aside).
 # Root, loopback-only network namespace.
 #
 # Usage: bash scripts/interop_kube.sh     (SWITCHYARD_BIN: a binary already built)
@@ -26,7 +34,8 @@ source scripts/real-dynamo-env.sh
 enter_loopback_namespace "$0" "$@"
 scratch_dir
 need curl python3
-KPORT=18720 DPORT=18721 SPORT=18722 NSP=dynamo SLICE=dynamo-workers-a1b2c
+KPORT=18720 DPORT=18721 SPORT=18722 TPORT=18723 KTLS=18724 CPORT=18725 NSP=dynamo SLICE=dynamo-workers-a1b2c
+test_certs
 K=http://127.0.0.1:$KPORT
 ES=/apis/discovery.k8s.io/v1/namespaces/$NSP/endpointslices
 DWM=/apis/nvidia.com/v1alpha1/namespaces/$NSP/dynamoworkermetadatas
@@ -90,12 +99,14 @@ routed() { # LABEL EXPECT0 EXPECT1 N: N chats through switchyard; which workers 
 }
 
 python3 scripts/kube_standin.py --port $KPORT --kubeconfig-out "$WORK/kubeconfig" --record "$WORK/record.jsonl" \
+  --tls-port $KTLS --tls-cert "$C/server.pem" --tls-key "$C/server.key" --tls-client-ca "$C/ca.pem" \
   >"$WORK/standin.log" 2>&1 &
 PIDS+=($!)
 for _ in $(seq 1 100); do grep -q "listening on" "$WORK/standin.log" && break; sleep 0.1; done
 grep -q "listening on" "$WORK/standin.log" || fail "the stand-in did not start" "$WORK/standin.log"
 
 U0=$(new_pod worker-0); U1=$(new_pod worker-1); UD=$(new_pod frontend-0); US=$(new_pod frontend-1)
+UT=$(new_pod frontend-2); UC=$(new_pod frontend-3)
 for w in 0 1; do
   uid=$U0; [ $w = 1 ] && uid=$U1
   POD_NAME=worker-$w POD_UID=$uid POD_NAMESPACE=$NSP KUBECONFIG=$(kubeconfig_for worker-$w) \
@@ -150,12 +161,59 @@ routed "4. after the history was compacted (re-list), worker-1 ready" 1 1 8
 sleep 1
 routed "5. pod worker-1 deleted" 1 0 6
 
+cat >"$WORK/kc-tls" <<EOF
+apiVersion: v1
+kind: Config
+current-context: tls
+contexts:
+- name: tls
+  context: {cluster: tls, user: tls}
+clusters:
+- name: tls
+  cluster:
+    server: https://127.0.0.1:$KTLS
+    certificate-authority: $C/ca.pem
+users:
+- name: tls
+  user:
+    token: kube-standin-frontend-2
+    client-certificate-data: $(base64 -w0 "$C/client.pem")
+    client-key-data: $(base64 -w0 "$C/client.key")
+EOF
+POD_NAME=frontend-2 POD_UID=$UT POD_NAMESPACE=$NSP KUBECONFIG="$WORK/kc-tls" \
+  "$BIN" --discovery-backend kubernetes --http-host 127.0.0.1 --http-port $TPORT --router-mode round-robin \
+  >"$WORK/switchyard-tls.log" 2>&1 &
+PIDS+=($!)
+until_models $TPORT yes "6. switchyard over https"
+chats $TPORT 3
+echo "6. switchyard over https with a client certificate: ok"
+# Container mode: worker-0's Pod labelled, its container ready; a stale DWM of the frontend's.
+code=$(kreq PATCH "$PODS/worker-0" application/merge-patch+json \
+  '{"metadata":{"labels":{"nvidia.com/dynamo-discovery-enabled":"true"}},"status":{"containerStatuses":[{"name":"main","ready":true}]}}')
+[ "$code" = 200 ] || fail "label pod worker-0: HTTP $code" "$WORK/standin.log"
+code=$(kreq PATCH "$DWM/frontend-3?fieldManager=test&force=true" application/apply-patch+yaml \
+  "{\"apiVersion\":\"nvidia.com/v1alpha1\",\"kind\":\"DynamoWorkerMetadata\",\"metadata\":{\"name\":\"frontend-3\",\"ownerReferences\":[{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"name\":\"frontend-3\",\"uid\":\"$UC\"}]},\"spec\":{\"data\":{}}}")
+[ "$code" = 201 ] || fail "stale DWM frontend-3: HTTP $code" "$WORK/standin.log"
+POD_NAME=frontend-3 POD_UID=$UC POD_NAMESPACE=$NSP KUBECONFIG=$(kubeconfig_for frontend-3) \
+  DYN_KUBE_DISCOVERY_MODE=container CONTAINER_NAME=main \
+  "$BIN" --discovery-backend kubernetes --http-host 127.0.0.1 --http-port $CPORT --router-mode round-robin \
+  >"$WORK/switchyard-container.log" 2>&1 &
+PIDS+=($!)
+until_models $CPORT yes "6. switchyard in container mode"
+chats $CPORT 3
+[ "$(kreq GET "$DWM/frontend-3")" = 404 ] || fail "6. the stale DWM frontend-3 was not deleted" "$WORK/switchyard-container.log"
+echo "6. switchyard in container mode (its stale metadata deleted first): ok"
+
 set_endpoints "[$(endpoint worker-0 "$U0" false)]"
-until_models $SPORT no "6. switchyard"
-until_models $DPORT no "6. dynamo.frontend"
-# 7. The same requests as dynamo.frontend's (each frontend's token names it in the record):
+until_models $SPORT no "7. switchyard"
+until_models $TPORT no "7. switchyard over https"
+until_models $DPORT no "7. dynamo.frontend"
+code=$(kreq PATCH "$PODS/worker-0" application/merge-patch+json '{"status":{"containerStatuses":[{"name":"main","ready":false}]}}')
+[ "$code" = 200 ] || fail "pod worker-0 not ready: HTTP $code" "$WORK/standin.log"
+until_models $CPORT no "7. switchyard in container mode"
+# 8. The same requests as dynamo.frontend's (each frontend's token names it in the record):
 # the paths and query parameters, resource versions and continue tokens aside.
-python3 - "$WORK/record.jsonl" <<'EOF' || fail "7. switchyard's requests differ from dynamo.frontend's" "$WORK/standin.log"
+python3 - "$WORK/record.jsonl" <<'EOF' || fail "8. switchyard's requests differ from dynamo.frontend's" "$WORK/standin.log"
 import json, re, sys
 asked = {"kube-standin-frontend-0": set(), "kube-standin-frontend-1": set()}
 for line in open(sys.argv[1]):
@@ -166,8 +224,14 @@ for line in open(sys.argv[1]):
         asked[who].add((e["method"], path))
 dynamo, ours = asked["kube-standin-frontend-0"], asked["kube-standin-frontend-1"]
 for name, reqs in (("dynamo.frontend", dynamo), ("switchyard", ours)):
-    print(f"7. {name} sent:", *sorted(" ".join(r) for r in reqs), sep="\n   ")
+    print(f"8. {name} sent:", *sorted(" ".join(r) for r in reqs), sep="\n   ")
 assert dynamo and ours == {r for r in dynamo if r[0] == "GET"}, (dynamo ^ ours)
-print("7. the same list and watch requests: ok")
+# A 1.6.1 frontend in container mode starts with `DELETE …/dynamoworkermetadatas/<own name>?`
+# and a `{}` body (tests/data/kube/exchanges-1.6.1.jsonl); so must switchyard.
+deletes = [json.loads(l) for l in open(sys.argv[1])]
+deletes = [e for e in deletes if e["method"] == "DELETE" and (e.get("authorization") or "").endswith("frontend-3")]
+assert [(e["path"], e.get("body")) for e in deletes] == [
+    ("/apis/nvidia.com/v1alpha1/namespaces/dynamo/dynamoworkermetadatas/frontend-3?", {})], deletes
+print("8. the same list and watch requests: ok")
 EOF
-echo "interop_kube: ok (switchyard and dynamo.frontend discover real 1.6.1 mockers through the Kubernetes API stand-in: readiness flips, re-watch, re-list after 410, a deleted pod, no ready worker)"
+echo "interop_kube: ok (switchyard and dynamo.frontend discover real 1.6.1 mockers through the Kubernetes API stand-in: readiness flips, re-watch, re-list after 410, a deleted pod, https with a client certificate, no ready worker)"

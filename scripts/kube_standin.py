@@ -1154,6 +1154,17 @@ class Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
 
+    def finish_request(self, request, client_address):
+        # On the https listener: the TLS handshake, in this connection's own thread.
+        if hasattr(request, "do_handshake"):
+            try:
+                request.settimeout(10)
+                request.do_handshake()
+                request.settimeout(None)
+            except OSError:
+                return
+        super().finish_request(request, client_address)
+
 
 def write_kubeconfig(path, port):
     text = f"""apiVersion: v1
@@ -1190,6 +1201,12 @@ def main():
     ap.add_argument("--bookmark-interval", type=float, default=30.0,
                     help="seconds between BOOKMARK events on watches that allow them (default 30)")
     ap.add_argument("--verbose", action="store_true", help="log every request on stderr")
+    ap.add_argument("--tls-port", type=int,
+                    help="also serve the same objects over https on this port of 127.0.0.1 (as a cluster's API "
+                         "server is reached); needs --tls-cert and --tls-key")
+    ap.add_argument("--tls-cert", help="PEM certificate chain of the https listener")
+    ap.add_argument("--tls-key", help="PEM private key of the https listener")
+    ap.add_argument("--tls-client-ca", help="require client certificates signed by this CA on the https listener")
     args = ap.parse_args()
 
     server = Server(("127.0.0.1", args.port), Handler)
@@ -1197,25 +1214,45 @@ def main():
     server.recorder = Recorder(args.record)
     server.bookmark_interval = max(args.bookmark_interval, 0.05)
     server.verbose = args.verbose
+    servers = [server]
     port = server.server_address[1]
     if args.kubeconfig_out:
         write_kubeconfig(args.kubeconfig_out, port)
+    if args.tls_port is not None:
+        if not (args.tls_cert and args.tls_key):
+            ap.error("--tls-port needs --tls-cert and --tls-key")
+        import ssl
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(args.tls_cert, args.tls_key)
+        if args.tls_client_ca:
+            ctx.load_verify_locations(args.tls_client_ca)
+            ctx.verify_mode = ssl.CERT_REQUIRED
+        secure = Server(("127.0.0.1", args.tls_port), Handler)
+        # The handshake runs in each connection's thread (see Server.finish_request's caller),
+        # not in the accept loop: a client that never completes one blocks nobody else.
+        secure.socket = ctx.wrap_socket(secure.socket, server_side=True, do_handshake_on_connect=False)
+        secure.store, secure.recorder = server.store, server.recorder
+        secure.bookmark_interval, secure.verbose = server.bookmark_interval, server.verbose
+        servers.append(secure)
 
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    serving = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True)
-    serving.start()
-    print(f"kube-standin: listening on 127.0.0.1:{port}", flush=True)
+    for srv in servers:
+        threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True).start()
+    print(f"kube-standin: listening on 127.0.0.1:{port}"
+          + (f", https on 127.0.0.1:{servers[1].server_address[1]}" if len(servers) > 1 else ""), flush=True)
     while not stop.wait(0.5):
         pass
     server.store.stop()
-    server.shutdown()
+    for srv in servers:
+        srv.shutdown()
     deadline = time.monotonic() + 5
     with server.store.cond:
         while server.store.open_watches > 0 and time.monotonic() < deadline:
             server.store.cond.wait(0.1)
-    server.server_close()
+    for srv in servers:
+        srv.server_close()
     server.recorder.close()
 
 

@@ -126,6 +126,9 @@ fn main() {
                         "discovery: kubernetes at {:?}, pod {} ({}) in namespace {}, {:?} mode",
                         k.cluster, k.pod.name, k.pod.uid, k.pod.namespace, k.mode
                     ));
+                    if let Err(e) = k.clear_stale_metadata() {
+                        stop_starting(format!("kubernetes discovery: {e}"), || server.shutdown());
+                    }
                     Some(Backend::Kube(Box::new(k)))
                 }
                 Err(e) => stop_starting(format!("kubernetes discovery: {e}"), || server.shutdown()),

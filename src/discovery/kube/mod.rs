@@ -34,18 +34,50 @@ pub struct KubeSettings {
     pub cluster: Cluster,
     pub pod: PodInfo,
     pub mode: Mode,
+    /// `CONTAINER_NAME` (container mode).
+    pub container: Option<String>,
 }
 
 impl KubeSettings {
     /// From the process environment; an error says what is missing, in 1.6.1's words.
     pub fn from_env(env: &dyn Fn(&str) -> Option<String>) -> Result<KubeSettings, String> {
         let mode = Mode::from_env(env)?;
-        if mode == Mode::Container && env("CONTAINER_NAME").is_none_or(|c| c.is_empty()) {
+        let container = env("CONTAINER_NAME").filter(|c| !c.is_empty());
+        if mode == Mode::Container && container.is_none() {
             return Err("CONTAINER_NAME is required when DYN_KUBE_DISCOVERY_MODE=container".into());
         }
         let pod = PodInfo::from_env(env)?;
         let cluster = Cluster::from_env(env)?;
-        Ok(KubeSettings { cluster, pod, mode })
+        Ok(KubeSettings { cluster, pod, mode, container: container.filter(|_| mode == Mode::Container) })
+    }
+
+    /// Container mode: deletes a metadata object an earlier process of this container left
+    /// under its name, as 1.6.1 does at start-up (none there is fine; any other failure is an
+    /// error: 1.6.1 will not start with stale discovery state either). Nothing in pod mode.
+    pub fn clear_stale_metadata(&self) -> io::Result<()> {
+        if self.mode != Mode::Container {
+            return Ok(());
+        }
+        let path = format!("{}/{}?", api::Collection::of(Kind::Metadata, &self.pod.namespace).path, self.target());
+        match api::request(&self.cluster, "DELETE", &path, Some(("application/json", b"{}")))?.read_to_end()? {
+            (404, _) => crate::log::info(&format!("kubernetes discovery: no stale CR to delete: {}", self.target())),
+            (s, _) if (200..300).contains(&s) => {
+                crate::log::info(&format!("kubernetes discovery: deleted stale CR: {}", self.target()))
+            }
+            (s, body) => {
+                return Err(io::Error::other(format!(
+                    "failed to clear stale CR '{}' (HTTP {s} {}); cannot start with stale discovery state",
+                    self.target(),
+                    String::from_utf8_lossy(&body)
+                )))
+            }
+        }
+        Ok(())
+    }
+
+    /// The name of this process's own metadata object.
+    pub fn target(&self) -> String {
+        state::target_name(&self.pod.name, self.container.as_deref())
     }
 }
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Fuzzes switchyard's parsers and decoders with cargo-fuzz (libFuzzer), one target at a time.
+# Fuzzes switchyard's parsers and decoders with cargo-fuzz (libFuzzer), FUZZ_JOBS targets at a
+# time (default 1; each target's fuzzer is one process on one core).
 #
 #   scripts/fuzz.sh [--dev] [--update-corpus] SECONDS [TARGET...]
 #
@@ -15,8 +16,9 @@
 # --update-corpus: afterwards, minimise the committed corpus together with what the run
 # found (`cargo fuzz cmin`) back into fuzz/corpus/<target>/.
 #
-# Environment: FUZZ_TIMEOUT (seconds one input may take, default 20), FUZZ_RSS_MB (memory
-# limit, default 2048), FUZZ_ARGS (more libFuzzer flags), CARGO_TARGET_DIR as for cargo.
+# Environment: FUZZ_JOBS (targets run side by side, default 1), FUZZ_TIMEOUT (seconds one
+# input may take, default 20), FUZZ_RSS_MB (memory limit, default 2048), FUZZ_ARGS (more
+# libFuzzer flags), CARGO_TARGET_DIR as for cargo.
 # Built without a sanitizer (the fuzzed code has no `unsafe`) and with debug assertions, so
 # integer overflow panics.
 set -euo pipefail
@@ -63,14 +65,12 @@ nice -n 10 cargo "${flags[@]}"
 echo "built in $(($(date +%s) - start)) s"
 
 # -- runs ----------------------------------------------------------------------------------
-failed=()
-summary=()
-for t in "${targets[@]}"; do
-    corpus=corpus/$t
-    work=work/$t
+# run_one TARGET: fuzzes one target; its summary line goes to work/TARGET.line, and the file
+# work/TARGET.failed exists when it failed.
+run_one() {
+    local t=$1 corpus=corpus/$1 work=work/$1 log=work/$1.log dict=() status runs rate last cov ft corp line
     mkdir -p "$corpus" "$work" "artifacts/$t"
-    log=work/$t.log
-    dict=()
+    rm -f "work/$t.failed"
     if [[ -f dict/$t.dict ]]; then
         dict=(-dict="dict/$t.dict")
     fi
@@ -91,14 +91,13 @@ for t in "${targets[@]}"; do
     line=$(printf '%-14s %6s s  runs %-10s execs/s %-7s cov %-6s ft %-7s corpus %s' \
         "$t" "$seconds" "${runs:-?}" "${rate:-?}" "${cov:-?}" "${ft:-?}" "${corp:-?}")
     if [[ $status -ne 0 ]]; then
-        failed+=("$t")
+        touch "work/$t.failed"
         line="$line  FAILED (exit $status; see fuzz/$log and fuzz/artifacts/$t/)"
         grep -E '^(thread .* panicked|==[0-9]+== ERROR|SUMMARY|ALARM|.*out-of-memory|.*Test unit written)' "$log" | head -5 || true
     fi
-    echo "$line"
-    summary+=("$line")
+    echo "$line" | tee "work/$t.line"
     if [[ $update -eq 1 && $status -eq 0 ]]; then
-        merged=work/$t.merged
+        local merged=work/$t.merged
         rm -rf "$merged"
         mkdir -p "$merged"
         cp "$corpus"/* "$work"/* "$merged"/ 2>/dev/null || true
@@ -106,6 +105,24 @@ for t in "${targets[@]}"; do
         rm -rf "$corpus"
         mv "$merged" "$corpus"
         echo "   corpus minimised: $(find "$corpus" -type f | wc -l) files, $(du -sk "$corpus" | cut -f1) KiB"
+    fi
+}
+
+parallel=${FUZZ_JOBS:-1}
+mkdir -p work
+for t in "${targets[@]}"; do
+    run_one "$t" &
+    while [[ $(jobs -rp | wc -l) -ge $parallel ]]; do
+        wait -n || true
+    done
+done
+wait
+failed=()
+summary=()
+for t in "${targets[@]}"; do
+    summary+=("$(cat "work/$t.line" 2>/dev/null || echo "$t: no result")")
+    if [[ -f work/$t.failed || ! -f work/$t.line ]]; then
+        failed+=("$t")
     fi
 done
 

@@ -230,7 +230,11 @@ case_overload() { # router mode (kv: its own bookings; round-robin: the worker's
   frontend --router-mode "$1" --event-plane zmq --active-decode-blocks-threshold 0.05
   instances 1
   local out served refused
-  out=$(client overload "$PORT" 20) || fail "overload: $out"
+  # Round-robin learns the load from the worker's periodic kv_metrics reports, not at once
+  # from its own bookings: the streams come further apart, so a report lands among them.
+  local spacing=0.02
+  [ "$1" = round-robin ] && spacing=0.06
+  out=$(client overload "$PORT" 20 "$spacing") || fail "overload: $out"
   read -r served refused <<<"$out"
   local ok rejected
   ok=$(metric 'dynamo_frontend_requests_total{endpoint="chat_completions",error_type="",model="qwen3",request_type="stream",status="success"}')

@@ -9,9 +9,9 @@ so a test can leave at any point of an answer and read every byte of what came.
   leave    PORT N SEED              N clients that go away at random points (before the first
                                     token, mid-stream, during a whole answer) or stay; prints
                                     how many left.
-  overload PORT N                   N streamed chats at once against a busy threshold: each
-                                    is served whole or refused with 1.6.1's 529 body and
-                                    Retry-After; prints `served refused`.
+  overload PORT N [SPACING]         N streamed chats at once (SPACING s apart, default 0.02)
+                                    against a busy threshold: each is served whole or refused
+                                    with 1.6.1's 529 body and Retry-After; prints `served refused`.
   ok       PORT N                   N short chats, 8 at a time; every one must be 200.
   metric   PORT NAME                the sum of every sample of family NAME in /metrics.
 """
@@ -202,7 +202,7 @@ def leave(port, n, seed):
 OVERLOADED = {"message": "Service temporarily overloaded", "type": "Overloaded", "code": 529}
 
 
-def overload(port, n):
+def overload(port, n, spacing=0.02):
     served, refused, errors = [0], [0], []
     lock = threading.Lock()
 
@@ -223,7 +223,7 @@ def overload(port, n):
         except Exception as e:  # noqa: BLE001
             errors.append("request %d: %s" % (i, e))
 
-    run_all(run, [(i,) for i in range(n)], spacing=0.02)
+    run_all(run, [(i,) for i in range(n)], spacing=spacing)
     fail_if(errors, 5)
     print(served[0], refused[0])
 
@@ -273,7 +273,7 @@ if __name__ == "__main__":
     elif cmd == "leave":
         leave(port, int(sys.argv[3]), int(sys.argv[4]))
     elif cmd == "overload":
-        overload(port, int(sys.argv[3]))
+        overload(port, int(sys.argv[3]), float(sys.argv[4]) if len(sys.argv) > 4 else 0.02)
     elif cmd == "ok":
         ok(port, int(sys.argv[3]))
     elif cmd == "session":

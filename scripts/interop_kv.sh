@@ -67,15 +67,17 @@ fail() {
 
 MOCKERS=()
 start_mockers() { # log-prefix first last [speedup]: mockers first..last; waits for all registered
-  local i
+  local i before
   [ "$2" = 1 ] && MOCKERS=()
+  # Records already there (a killed worker's may have gone meanwhile): wait for these plus the new ones.
+  before=$({ find "$DYN_FILE_KV/v1/instances" -name '*generate*' 2>/dev/null || true; } | wc -l)
   for i in $(seq "$2" "$3"); do
     "$PY" -m dynamo.mocker --model-path "$MODEL_DIR" --model-name qwen3 --discovery-backend file \
       --request-plane tcp --event-plane "${EVENT_PLANE:-zmq}" --block-size 16 --num-gpu-blocks-override 160 \
       --speedup-ratio "${4:-20}" --data-parallel-size "${DP_SIZE:-1}" >"$WORK/$1-mocker$i.log" 2>&1 &
     MOCKERS[i]=$!; PIDS+=($!)
   done
-  workers_registered "$3" "$1: mockers $2..$3" || true
+  workers_registered $((before + $3 - $2 + 1)) "$1: mockers $2..$3" || true
 }
 start_frontend() { # log-name frontend-command...: sets FE, waits for the model
   local log=$1; shift

@@ -216,9 +216,13 @@ fn startup_validations_exit_non_zero_with_messages() {
     let (code, err) = run(&["--router-prefill-policy", "cache-first"]);
     assert_eq!(code, Some(1));
     assert!(err.contains("--router-prefill-policy cache-first"), "{err}");
-    let (code, err) = run(&["--router-mode", "kv", "--router-conditional-disagg"]);
+    let (code, err) = run(&["--router-conditional-disagg"]);
     assert_eq!(code, Some(1));
-    assert!(err.contains("--router-conditional-disagg true"), "{err}");
+    assert!(err.contains("--router-conditional-disagg requires --router-mode=kv"), "{err}");
+    let (code, err) =
+        run(&["--router-mode", "kv", "--router-conditional-disagg", "--router-conditional-disagg-config", "[1]"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("--router-conditional-disagg-config must be a JSON object"), "{err}");
     // --router-policy-config: what is not built is named; what is built is checked.
     let policy = std::env::temp_dir().join(format!("switchyard-flags-policy-{}.yaml", std::process::id()));
     std::fs::write(&policy, "request_classifier: {type: thunderagent}\n").unwrap();

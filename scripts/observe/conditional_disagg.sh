@@ -24,7 +24,7 @@
 #            with a request that has neither prefill_result nor bootstrap_info);
 #   then the real decode worker is replaced by two "KV decode" workers: a real dynamo.mocker
 #   registered as a decode worker (--disaggregation-mode decode) whose engine runs as an
-#   aggregated one so that it publishes KV events (kvdecode.py, written here), plus an
+#   aggregated one so that it publishes KV events (scripts/kv_decode_worker.py), plus an
 #   aggregated mocker serving model qwen3agg (namespace agg) for the aggregated comparison;
 #   default  isl_bounding defaults (2048, 0.7): fresh / repeated / extended prompts,
 #            completions and chat, streamed and whole, with and without nvext; the same
@@ -64,22 +64,9 @@ mkdir -p "$OUT/resp" "$OUT/prompts"
 strip() { sed 's/\x1b\[[0-9;]*m//g' "$@"; }
 
 # ---- the stand-in decode worker and the prompts ------------------------------------------
-cat >"$OUT/kvdecode.py" <<'EOF'
-# A real dynamo.mocker registered as a decode worker (--disaggregation-mode decode: component
-# backend, worker_type decode in its card) whose engine runs as an aggregated one, so that it
-# publishes KV events: 1.6.1's mocker engine never does for a decode worker
-# (needs_kv_publisher = enable_prefix_caching && !is_decode), and its runtime config says
-# kv_event_publishing_enabled=false for decode workers.
-import sys
-import dynamo.mocker.main as m
-orig = m.build_runtime_config
-def patched(engine_args):
-    engine_args["engine"]["worker_type"] = "aggregated"
-    return orig(engine_args)
-m.build_runtime_config = patched
-sys.argv[0] = "dynamo.mocker"
-m.main()
-EOF
+# The stand-in decode worker: scripts/kv_decode_worker.py (a real mocker whose engine runs as an
+# aggregated one, so that it publishes KV events).
+cp scripts/kv_decode_worker.py "$OUT/kvdecode.py"
 # prompt NAME SEED N [SEED N ...]: token ids, a concatenation of seeded random runs
 prompt() {
   local name=$1; shift

@@ -75,6 +75,9 @@ const IMPLEMENTED: &[&str] = &[
     "use_remote_indexer",
     // Read and applied before validation (`policy`).
     "router_policy_config",
+    // Conditional disaggregation (`cdisagg`, `infer::disagg`).
+    "conditional_disagg_enabled",
+    "conditional_disagg_config",
     // The lower storage tiers' credit (`router::kv::tier`; checked in `validate`).
     "host_cache_hit_weight",
     "disk_cache_hit_weight",
@@ -196,16 +199,7 @@ pub(super) fn validate_dynamo(p: &Parsed, warnings: &mut Vec<String>) -> Result<
             return Err(invalid("--serve-indexer and --use-remote-indexer are mutually exclusive"));
         }
     }
-    let cond = boolean(p, "conditional_disagg_enabled");
-    if text(p, "conditional_disagg_config").is_some() && !cond {
-        return Err(invalid("--router-conditional-disagg-config requires --router-conditional-disagg"));
-    }
-    if cond && !kv_mode {
-        return Err(invalid("--router-conditional-disagg requires --router-mode=kv"));
-    }
-    if cond && !boolean(p, "use_kv_events") {
-        return Err(invalid("--router-conditional-disagg requires --router-kv-events"));
-    }
+    // --router-conditional-disagg and its config: `cdisagg`.
     if let Some(t) = float(p, "active_decode_blocks_threshold") {
         if !(t.is_finite() && (0.0..=1.0).contains(&t)) {
             return Err(invalid("--active-decode-blocks-threshold must be between 0.0 and 1.0"));

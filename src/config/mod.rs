@@ -9,6 +9,7 @@
 //!
 //! Called by `main` once, before any thread starts. Depends on nothing else in the crate.
 
+pub mod cdisagg;
 mod checks;
 pub mod flags;
 pub mod help;
@@ -193,6 +194,8 @@ pub struct Config {
     /// `--router-predicted-ttl-secs` (kv mode, KV events on): the predict-on-route side index,
     /// each prediction living this long.
     pub kv_predicted_ttl: Option<Duration>,
+    /// `--router-conditional-disagg`: when a disaggregated request may skip its prefill leg.
+    pub conditional_disagg: Option<cdisagg::ConditionalDisagg>,
     /// `--router-approximate-cache-policy`.
     pub kv_cache_policy: settings::CachePolicy,
     /// The kv router's queue (`--router-queue-threshold`, `--router-queue-policy`).
@@ -302,10 +305,12 @@ pub fn load(
         return Ok((parsed.action, None, Vec::new()));
     }
     policy::apply(&mut parsed)?;
+    let conditional_disagg = cdisagg::settings(&parsed)?;
     let mut warnings = parsed.warnings.clone();
     checks::validate_dynamo(&parsed, &mut warnings)?;
     checks::refuse_unbuilt(&parsed, env)?;
-    let cfg = typed(parsed, env)?;
+    let mut cfg = typed(parsed, env)?;
+    cfg.conditional_disagg = conditional_disagg;
     cfg.plane_tls.check(settings::PlaneRole::Frontend, &mut warnings).map_err(invalid)?;
     if cfg.serve_indexer && (cfg.plane_tls.serves_tls() || cfg.plane_tls.dials_tls()) {
         return Err(invalid(
@@ -575,6 +580,7 @@ fn typed(parsed: Parsed, env: &dyn Fn(&str) -> Option<String>) -> Result<Config,
         streaming_reasoning_dispatch: boolean(p, "enable_streaming_reasoning_dispatch"),
         kv_cost: kv_cost(p)?,
         kv_approximate_ttl: if boolean(p, "use_kv_events") { None } else { Some(secs(p, "router_ttl_secs")?) },
+        conditional_disagg: None,
         kv_predicted_ttl: float(p, "router_predicted_ttl_secs")
             .filter(|_| text(p, "router_mode") == Some("kv"))
             .map(Duration::from_secs_f64),
@@ -722,8 +728,68 @@ mod tests {
             let e = run(&[flag, "cache-first"], &[]).unwrap_err();
             assert!(e.message.contains(&format!("{flag} cache-first")), "{}", e.message);
         }
-        let e = run(&["--router-mode", "kv", "--router-conditional-disagg"], &[]).unwrap_err();
-        assert!(e.message.contains("--router-conditional-disagg true"), "{}", e.message);
+    }
+
+    #[test]
+    fn conditional_disaggregation_is_checked_in_1_6_1s_order() {
+        let c = run(&["--router-mode", "kv", "--router-conditional-disagg"], &[]).unwrap();
+        assert_eq!(c.conditional_disagg, Some(cdisagg::ConditionalDisagg::default()));
+        assert_eq!(run(&["--router-mode", "kv"], &[]).unwrap().conditional_disagg, None);
+        let cfg = "--router-conditional-disagg-config";
+        let fails = |args: &[&str], env: &[(&str, &str)]| {
+            let e = run(args, env).unwrap_err();
+            (e.exit_code, e.message)
+        };
+        assert_eq!(
+            fails(&["--router-mode", "kv", "--router-conditional-disagg", cfg, r#"{"bogus":1}"#], &[]),
+            (2, format!("argument {cfg}: {cfg} has unknown field(s): bogus"))
+        );
+        assert_eq!(
+            fails(
+                &["--router-mode", "kv", "--router-conditional-disagg"],
+                &[("DYN_ROUTER_CONDITIONAL_DISAGG_CONFIG", "{")]
+            ),
+            (1, format!("{cfg} must be a JSON object"))
+        );
+        assert_eq!(
+            fails(&["--router-mode", "kv", cfg, r#"{"eff_isl_threshold":-1}"#], &[]),
+            (1, format!("{cfg} requires --router-conditional-disagg"))
+        );
+        assert_eq!(
+            fails(&["--router-conditional-disagg", cfg, r#"{"eff_isl_threshold":-1}"#], &[]),
+            (1, format!("{cfg} eff_isl_threshold must be >= 0"))
+        );
+        assert_eq!(
+            fails(&["--router-mode", "kv", "--router-conditional-disagg", cfg, r#"{"policy":"prefill_load"}"#], &[]),
+            (
+                1,
+                "conditional_disagg policy='prefill_load' needs prefill_busy_threshold, but neither \
+                 prefill_busy_threshold nor --router-queue-threshold is set"
+                    .into()
+            )
+        );
+        let c = run(
+            &[
+                "--router-mode",
+                "kv",
+                "--router-conditional-disagg",
+                "--router-queue-threshold",
+                "0.5",
+                cfg,
+                r#"{"policy":"isl_or_load"}"#,
+            ],
+            &[],
+        )
+        .unwrap();
+        assert_eq!(c.conditional_disagg.unwrap().prefill_busy_threshold, Some(0.5));
+        assert_eq!(
+            fails(&["--router-conditional-disagg"], &[]),
+            (1, "--router-conditional-disagg requires --router-mode=kv".into())
+        );
+        assert_eq!(
+            fails(&["--router-mode", "kv", "--router-conditional-disagg", "--no-router-kv-events"], &[]),
+            (1, "--router-conditional-disagg requires --router-kv-events".into())
+        );
     }
 
     #[test]

@@ -54,10 +54,20 @@ pub async fn dispatch_tokens(
     // A migrated request is prefilled anew: nothing of an earlier hand-off is kept.
     wire.prefill_result = None;
     wire.bootstrap_info = None;
+    wire.annotations.retain(|a| a != BYPASS);
     if let Some(r) = wire.routing.as_mut() {
         r.prefill_worker_id = None;
         r.prefill_dp_rank = None;
         r.dp_rank = None;
+    }
+    if let (None, Some(decode)) = (pinned, skip_prefill(ctx, serving, pool, wire)) {
+        // Conditional disaggregation: the decode worker prefills itself; the request is an
+        // aggregated one, pinned to the worker the decode router would have chosen.
+        wire.annotations.push(BYPASS.to_string());
+        wire.router_config_override = None;
+        let started = dispatch(ctx, model, serving, Some(decode), session, wire, request).await;
+        count(ctx, model, Leg::Bypassed, started.is_ok());
+        return started;
     }
     let handoff = prefill(ctx, model, pool, wire, request).await;
     count(ctx, model, Leg::Prefill, handoff.is_ok());
@@ -82,6 +92,43 @@ pub async fn dispatch_tokens(
     let started = dispatch(ctx, model, serving, pinned, session, wire, request).await;
     count(ctx, model, Leg::Decode, started.is_ok());
     started
+}
+
+/// The annotation a request that skipped its prefill leg carries to its decode worker (1.6.1's).
+const BYPASS: &str = "x-bypass-remote-prefill";
+
+/// `--router-conditional-disagg`: the decode worker a request of `serving` should go to
+/// without a prefill leg, if the policy says so (docs/dynamo/disaggregated.md §4). Both
+/// routers are only asked (nothing booked): the decode router for the worker it would choose
+/// and its cached share of the prompt, the prefill router (load policies) for how busy its
+/// choice is; a decode worker over `decode_busy_threshold` vetoes the skip.
+fn skip_prefill(ctx: &ShardCtx, serving: &Serving, pool: &Serving, wire: &PreprocessedRequest) -> Option<u64> {
+    let c = ctx.shared.config.conditional_disagg.as_ref()?;
+    if ctx.router.mode() != crate::router::Mode::Kv || !ctx.kv.ready() {
+        return None;
+    }
+    let tokens = wire.token_ids.as_slice();
+    let usable = ctx.router.usable(&serving.workers, &[]);
+    let decode = ctx.kv.peek_for(&serving.workers, &usable, tokens, &serving.limits, || ctx.router.next_u64())?;
+    let block_size = u64::from(serving.limits.block_size());
+    let overlap = u64::from(decode.candidate.overlap_blocks) * block_size;
+    let isl = c.isl_allows(tokens.len() as u64, overlap);
+    let load = || {
+        let usable = ctx.router.usable(&pool.workers, &[]);
+        let threshold = c.prefill_busy_threshold.unwrap_or(f64::INFINITY);
+        ctx.kv.peek_for(&pool.workers, &usable, tokens, &pool.limits, || ctx.router.next_u64()).is_some_and(|p| {
+            p.candidate.active_prefill_tokens as f64 > threshold * pool.limits.max_num_batched_tokens as f64
+        })
+    };
+    if !c.skips(isl, load) {
+        return None;
+    }
+    if let Some(t) = c.decode_busy_threshold {
+        if decode.candidate.decode_blocks as f64 > t * serving.limits.total_kv_blocks as f64 {
+            return None;
+        }
+    }
+    Some(serving.workers[decode.index].instance_id)
 }
 
 /// How a prefill leg hands the request to its decode leg.
@@ -231,6 +278,8 @@ enum Leg {
     /// A prefill answer that failed after its decode leg went out (bootstrap hand-off).
     PrefillAfterHandoff,
     Decode,
+    /// A decode worker sent the whole request (`--router-conditional-disagg`).
+    Bypassed,
 }
 
 fn count(ctx: &ShardCtx, model: &str, leg: Leg, ok: bool) {
@@ -239,6 +288,7 @@ fn count(ctx: &ShardCtx, model: &str, leg: Leg, ok: bool) {
         Leg::Prefill => (0, usize::from(!ok)),
         Leg::PrefillAfterHandoff => (0, 2),
         Leg::Decode => (1, usize::from(!ok)),
+        Leg::Bypassed => (2, usize::from(!ok)),
     };
     ctx.metrics.with_model(index, |m| m.disaggregated[row][col] += 1);
 }

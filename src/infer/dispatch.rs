@@ -177,6 +177,16 @@ fn pick(
             return kv_choose(ctx, serving, &usable, tokens, request, remote).map_err(|_| overloaded());
         }
     }
+    if let (Some(tokens), Some(id), Mode::Kv, true) = (tokens, pinned, ctx.router.mode(), ctx.kv.ready()) {
+        // A pinned worker is still booked, its rank chosen and its cost computed, as 1.6.1's
+        // "Selected pinned worker" (over busy thresholds it is sent unbooked, as before).
+        let usable = ctx.router.usable(&serving.workers, tried);
+        if let Some(i) = serving.workers.iter().position(|w| w.instance_id == id).filter(|i| usable.contains(i)) {
+            if let Ok(Some(chosen)) = kv_choose(ctx, serving, &[i], tokens, request, remote) {
+                return Ok(Some(chosen));
+            }
+        }
+    }
     if pinned.is_none() && watches_load(ctx) {
         // Another mode with busy thresholds: the workers' own load reports leave the busy
         // ones out; when every usable worker is busy, the request is refused as overload.

@@ -115,9 +115,10 @@ pub struct ModelStats {
     /// Migratable worker failures (`migration_total`), by `migration_type`: a request not
     /// yet answering (retried elsewhere) and an answer under way.
     pub migrations: [u64; 2],
-    /// Disaggregated serving's legs, `[prefill, decode][ok, failed, failed after the
-    /// hand-off]` (the last only for prefill legs handed off through a rendezvous).
-    pub disaggregated: [[u64; 3]; 2],
+    /// Disaggregated serving's legs, `[prefill, decode, decode without a prefill leg][ok,
+    /// failed, failed after the hand-off]` (the last only for prefill legs handed off through a
+    /// rendezvous; the third kind: `--router-conditional-disagg` skipped the prefill).
+    pub disaggregated: [[u64; 3]; 3],
     /// `--use-remote-indexer`: queries to a served indexer, `[answered, failed]`.
     pub remote_index: [u64; 2],
     /// Requests that stopped migrating for `--migration-max-seq-len`.
@@ -142,7 +143,7 @@ impl Default for ModelStats {
             active: 0,
             output_tokens: 0,
             migrations: [0; 2],
-            disaggregated: [[0; 3]; 2],
+            disaggregated: [[0; 3]; 3],
             remote_index: [0; 2],
             migration_max_seq_len_exceeded: 0,
             migration_seconds: std::array::from_fn(|_| std::array::from_fn(|_| Histogram::new(MIGRATION_BUCKETS))),
@@ -339,7 +340,7 @@ pub fn render(blocks: &mut Blocks, prefix: &str, models: &BTreeMap<String, Model
     if models.values().any(|m| m.disaggregated.iter().flatten().any(|n| *n > 0)) {
         let help = "Legs of disaggregated requests sent, by worker type and outcome";
         let out = block(blocks, name, "counter", help);
-        for (leg, kind) in ["prefill", "decode"].iter().enumerate() {
+        for (leg, kind) in ["prefill", "decode", "decode_prefill_skipped"].iter().enumerate() {
             for (k, outcome) in ["ok", "failed", "failed_after_handoff"].iter().enumerate() {
                 for (model, m) in models.iter().filter(|(_, m)| m.disaggregated[leg][k] > 0) {
                     let n = m.disaggregated[leg][k];

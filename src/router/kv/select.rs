@@ -83,6 +83,28 @@ pub struct Overlaps {
     pub lower: Vec<(Owner, u32, u32)>,
 }
 
+/// A choice the router would make, not made ([`KvSelector::peek_for`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Peek {
+    /// Index into the workers asked about.
+    pub index: usize,
+    pub dp_rank: u32,
+    /// The cost's inputs for that rank: its overlap, booked prefill tokens, projected blocks.
+    pub candidate: Candidate,
+}
+
+/// What [`KvSelector::evaluate`] found: the candidates, their costs, the chosen one, and the
+/// prompt's block hashes.
+struct Evaluated {
+    ranks: smallvec::SmallVec<[(usize, Owner); 16]>,
+    cands: smallvec::SmallVec<[Candidate; 16]>,
+    logits: smallvec::SmallVec<[f64; 16]>,
+    k: usize,
+    local: Vec<u64>,
+    seq: Vec<u64>,
+    block_size: u32,
+}
+
 /// Every candidate worker is over a busy threshold.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Overloaded;
@@ -280,6 +302,62 @@ impl KvSelector {
         remote: Option<&Overlaps>,
         mut rand: impl FnMut() -> u64,
     ) -> Result<Option<(Choice, Booking)>, Overloaded> {
+        let Some(e) = self.evaluate(busy, workers, usable, tokens, limits, remote, &mut rand)? else {
+            return Ok(None);
+        };
+        let Evaluated { ranks, cands, logits, k, local, seq, block_size } = e;
+        let (index, owner) = ranks[k];
+        let cached = self.cached_tokens(&cands[k], block_size).min(tokens.len() as u64);
+        let prefill_tokens = tokens.len() as u64 - cached;
+        self.predict(owner, &local, &seq, limits.total_kv_blocks);
+        // `--no-router-assume-kv-reuse`: the booking's blocks are its own (fresh random
+        // identities), never shared with another request's.
+        // `--no-router-track-active-blocks`: no blocks booked at all.
+        let ids = match (self.params.track_active_blocks, self.params.assume_kv_reuse) {
+            (false, _) => Vec::new(),
+            (true, true) => seq,
+            (true, false) => seq.iter().map(|_| rand()).collect(),
+        };
+        let queue_depth = self.queue.as_ref().map_or(0, |q| q.len() as u32);
+        let rate = if tokens.is_empty() { 0.0 } else { cached as f64 / tokens.len() as f64 };
+        let booking = self.bookings.book(owner, prefill_tokens, ids, request).with_hit(KvHit { rate, queue_depth });
+        let mut st = self.stats.borrow_mut();
+        *st.decisions.entry(owner.worker_id).or_insert(0) += 1;
+        st.overlap_blocks += u64::from(cands[k].overlap_blocks);
+        st.prompt_blocks += local.len() as u64;
+        let choice =
+            Choice { index, dp_rank: owner.dp_rank, overlap_blocks: cands[k].overlap_blocks, logit: logits[k] };
+        Ok(Some((choice, booking)))
+    }
+
+    /// The worker rank the router would choose for `tokens` among `workers[i]`, `i` in
+    /// `usable`, with its cost's inputs — nothing booked, no busy threshold applied (1.6.1's
+    /// advisory peek, as conditional disaggregation asks it). `None` without candidates.
+    pub fn peek_for(
+        &self,
+        workers: &[Worker],
+        usable: &[usize],
+        tokens: &[u32],
+        limits: &CardLimits,
+        mut rand: impl FnMut() -> u64,
+    ) -> Option<Peek> {
+        let e = self.evaluate(BusyThresholds::default(), workers, usable, tokens, limits, None, &mut rand).ok()??;
+        let (index, owner) = e.ranks[e.k];
+        Some(Peek { index, dp_rank: owner.dp_rank, candidate: e.cands[e.k] })
+    }
+
+    /// Every candidate rank's cost for `tokens`, and the one chosen (see [`KvSelector::choose`]).
+    #[allow(clippy::too_many_arguments)]
+    fn evaluate(
+        &self,
+        busy: BusyThresholds,
+        workers: &[Worker],
+        usable: &[usize],
+        tokens: &[u32],
+        limits: &CardLimits,
+        remote: Option<&Overlaps>,
+        mut rand: impl FnMut() -> u64,
+    ) -> Result<Option<Evaluated>, Overloaded> {
         if usable.is_empty() {
             return Ok(None);
         }
@@ -374,28 +452,7 @@ impl KvSelector {
             choose(&logits, self.params.temperature, &mut rand)
         };
         let Some(k) = k else { return Ok(None) };
-        let (index, owner) = ranks[k];
-        let cached = self.cached_tokens(&cands[k], block_size).min(tokens.len() as u64);
-        let prefill_tokens = tokens.len() as u64 - cached;
-        self.predict(owner, &local, &seq, limits.total_kv_blocks);
-        // `--no-router-assume-kv-reuse`: the booking's blocks are its own (fresh random
-        // identities), never shared with another request's.
-        // `--no-router-track-active-blocks`: no blocks booked at all.
-        let ids = match (self.params.track_active_blocks, self.params.assume_kv_reuse) {
-            (false, _) => Vec::new(),
-            (true, true) => seq,
-            (true, false) => seq.iter().map(|_| rand()).collect(),
-        };
-        let queue_depth = self.queue.as_ref().map_or(0, |q| q.len() as u32);
-        let rate = if tokens.is_empty() { 0.0 } else { cached as f64 / tokens.len() as f64 };
-        let booking = self.bookings.book(owner, prefill_tokens, ids, request).with_hit(KvHit { rate, queue_depth });
-        let mut st = self.stats.borrow_mut();
-        *st.decisions.entry(owner.worker_id).or_insert(0) += 1;
-        st.overlap_blocks += u64::from(cands[k].overlap_blocks);
-        st.prompt_blocks += local.len() as u64;
-        let choice =
-            Choice { index, dp_rank: owner.dp_rank, overlap_blocks: cands[k].overlap_blocks, logit: logits[k] };
-        Ok(Some((choice, booking)))
+        Ok(Some(Evaluated { ranks, cands, logits, k, local, seq, block_size }))
     }
 
     /// The prompt tokens `c` is taken to have cached, to book the rest as prefill: device

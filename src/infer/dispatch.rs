@@ -165,6 +165,7 @@ fn pick(
     request: u128,
     bound: Option<u64>,
     remote: Option<&Overlaps>,
+    book_pinned: bool,
 ) -> Result<Option<(usize, Option<KvPick>)>, Error> {
     if let (Some(id), None) = (bound, pinned) {
         if let Some(chosen) = pick_bound(ctx, serving, id, tried, tokens, request, remote)? {
@@ -177,7 +178,9 @@ fn pick(
             return kv_choose(ctx, serving, &usable, tokens, request, remote).map_err(|_| overloaded());
         }
     }
-    if let (Some(tokens), Some(id), Mode::Kv, true) = (tokens, pinned, ctx.router.mode(), ctx.kv.ready()) {
+    if let (Some(tokens), Some(id), Mode::Kv, true, true) =
+        (tokens, pinned, ctx.router.mode(), ctx.kv.ready(), book_pinned)
+    {
         // A pinned worker is still booked, its rank chosen and its cost computed, as 1.6.1's
         // "Selected pinned worker" (over busy thresholds it is sent unbooked, as before).
         let usable = ctx.router.usable(&serving.workers, tried);
@@ -302,7 +305,10 @@ pub async fn dispatch<B: RequestBody>(
     }
     while tried.len() < MAX_ATTEMPTS {
         let tokens = wire.prompt_tokens();
-        let Some((i, kv)) = pick(ctx, serving, pinned, &tried, tokens, request, bound, remote.as_ref())? else {
+        // A pin with a rank of its own keeps that rank: it is sent as named, unbooked.
+        let book_pinned = wire.dp_rank().is_none();
+        let Some((i, kv)) = pick(ctx, serving, pinned, &tried, tokens, request, bound, remote.as_ref(), book_pinned)?
+        else {
             break;
         };
         let mut booking = kv.map(|(rank, mut booking)| {

@@ -462,6 +462,11 @@ pub trait RequestBody: serde::Serialize {
     /// Names the data-parallel rank the router chose (`routing.dp_rank`).
     fn set_dp_rank(&mut self, _rank: u32) {}
 
+    /// The data-parallel rank the request already names (`routing.dp_rank`), if any.
+    fn dp_rank(&self) -> Option<u32> {
+        None
+    }
+
     /// Told which worker it is about to be sent to (after [`RequestBody::set_dp_rank`]).
     fn routed(&mut self, _to: Routed<'_>) {}
 
@@ -501,6 +506,10 @@ impl RequestBody for PreprocessedRequest {
 
     fn set_dp_rank(&mut self, rank: u32) {
         self.routing.get_or_insert_with(Default::default).dp_rank = Some(rank);
+    }
+
+    fn dp_rank(&self) -> Option<u32> {
+        self.routing.as_ref().and_then(|r| r.dp_rank)
     }
 
     fn encode_body(&self, codec: Codec) -> Result<Vec<u8>, PlaneError> {

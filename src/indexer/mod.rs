@@ -75,7 +75,14 @@ impl Book {
         let Some(workers) = self.models.get(&q.model_name) else {
             return IndexerQueryResponse::unknown_model(&q.model_name);
         };
-        let found = self.replica.find_matches(&q.block_hashes);
+        // The lower tiers continue from the device match by sequence hash: chained once.
+        self.replica.drain(usize::MAX);
+        let tiered = !q.device_only && self.replica.has_lower_tiers();
+        let sequence = if tiered { sequence_hashes(&q.block_hashes) } else { Vec::new() };
+        let found = match tiered {
+            true => self.replica.find_matches_by_sequence(&sequence),
+            false => self.replica.find_matches(&q.block_hashes),
+        };
         let rank = |o: Owner| WorkerWithDpRank { worker_id: o.worker_id, dp_rank: o.dp_rank };
         let mut scores: Vec<(WorkerWithDpRank, u32)> = found
             .iter()
@@ -84,8 +91,7 @@ impl Book {
             .collect();
         scores.sort_unstable();
         let mut lower_tier = Vec::new();
-        if !q.device_only && self.replica.has_lower_tiers() {
-            let sequence = sequence_hashes(&q.block_hashes);
+        if tiered {
             // Every rank of the model's workers with blocks in a lower tier: one without a
             // device match may still hold the prompt's start there.
             let owners: Vec<Owner> =

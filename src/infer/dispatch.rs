@@ -183,8 +183,7 @@ fn pick(
     {
         // A pinned worker is still booked, its rank chosen and its cost computed, as 1.6.1's
         // "Selected pinned worker" (over busy thresholds it is sent unbooked, as before).
-        let usable = ctx.router.usable(&serving.workers, tried);
-        if let Some(i) = serving.workers.iter().position(|w| w.instance_id == id).filter(|i| usable.contains(i)) {
+        if let Some(i) = usable_index(ctx, serving, id, tried) {
             if let Ok(Some(chosen)) = kv_choose(ctx, serving, &[i], tokens, request, remote) {
                 return Ok(Some(chosen));
             }
@@ -225,10 +224,7 @@ fn pick_bound(
     request: u128,
     remote: Option<&Overlaps>,
 ) -> Result<Option<(usize, Option<KvPick>)>, Error> {
-    let Some(i) = serving.workers.iter().position(|w| w.instance_id == id) else { return Ok(None) };
-    if tried.contains(&id) || ctx.router.is_inhibited(id) {
-        return Ok(None);
-    }
+    let Some(i) = usable_index(ctx, serving, id, tried) else { return Ok(None) };
     let hard = ctx.sessions.mode() == AffinityMode::Hard;
     if let (Some(tokens), Mode::Kv, true) = (tokens, ctx.router.mode(), ctx.kv.ready()) {
         return match kv_choose(ctx, serving, &[i], tokens, request, remote) {
@@ -255,6 +251,12 @@ fn kv_choose(
     let (name, workers, limits) = (&serving.name, &serving.workers, &serving.limits);
     let chosen = ctx.kv.choose_for(name, workers, usable, tokens, limits, request, remote, || ctx.router.next_u64())?;
     Ok(chosen.map(|(c, booking)| (c.index, Some((c.dp_rank, booking)))))
+}
+
+/// The index of the worker `id` when it can be tried: present, not tried yet, not inhibited.
+fn usable_index(ctx: &ShardCtx, serving: &Serving, id: u64, tried: &[u64]) -> Option<usize> {
+    let i = serving.workers.iter().position(|w| w.instance_id == id)?;
+    (!tried.contains(&id) && !ctx.router.is_inhibited(id)).then_some(i)
 }
 
 /// Another router mode than kv, following the workers' load reports (a busy threshold was
@@ -303,10 +305,11 @@ pub async fn dispatch<B: RequestBody>(
             remote = Some(super::remote_index::overlaps(ctx, serving, tokens).await?);
         }
     }
+    // A pin with a rank of its own keeps that rank: it is sent as named, unbooked (read
+    // before the first attempt writes the router's rank into `wire`).
+    let book_pinned = wire.dp_rank().is_none();
     while tried.len() < MAX_ATTEMPTS {
         let tokens = wire.prompt_tokens();
-        // A pin with a rank of its own keeps that rank: it is sent as named, unbooked.
-        let book_pinned = wire.dp_rank().is_none();
         let Some((i, kv)) = pick(ctx, serving, pinned, &tried, tokens, request, bound, remote.as_ref(), book_pinned)?
         else {
             break;

@@ -243,6 +243,14 @@ impl IndexReplica {
         self.index.find_matches(local_hashes)
     }
 
+    /// [`Self::find_matches`] for a caller that already has the sequence hashes.
+    pub fn find_matches_by_sequence(&mut self, sequence_hashes: &[u64]) -> Vec<(Owner, u32)> {
+        self.drain(usize::MAX);
+        let mut out = Vec::new();
+        self.index.find_matches_by_sequence(sequence_hashes, &mut out);
+        out
+    }
+
     /// This replica's index as of its last drain.
     pub fn index(&self) -> &KvIndex {
         &self.index

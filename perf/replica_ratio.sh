@@ -55,6 +55,16 @@ one_run() { # replicas sync(0|1) seed: prints the ratio
   sleep 3 # every replica has subscribed to every worker's events (and to the other replicas')
   "$PY" scripts/interop_client.py prefix --base-url "$urls" --model qwen3 --requests "$REQUESTS" \
     --concurrency "$CONCURRENCY" --families "$FAMILIES" --seed "$seed" --pause "${PAUSE:-0}"
+  if [ "$FRONTEND" = switchyard ]; then
+    # Every request has ended: each replica should hold no booking, its own or another's.
+    sleep 1
+    for i in $(seq 1 "$n"); do
+      local left
+      left=$(curl -s "http://127.0.0.1:$((18600 + i))/metrics" |
+        awk '/^switchyard_kv_router_(active_requests|remote_bookings)/ && $NF != 0 { printf "%s ", $0 }')
+      [ -z "$left" ] || echo "replica $i still holds after the run: $left" >&2
+    done
+  fi
   kill "${procs[@]}" 2>/dev/null || true
   wait "${procs[@]}" 2>/dev/null || true
 }

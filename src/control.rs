@@ -38,7 +38,7 @@ use crate::discovery::{watch, ServedInstance, Snapshot, Source};
 use crate::ingest::recovery::Target;
 use crate::ingest::Publishers;
 use crate::plane::payload::Codec;
-use crate::registry::{CardLimits, Registry, Serving, TokensModel, Worker};
+use crate::registry::{CardLimits, Pool, Registry, Serving, TokensModel, Worker};
 use crate::shard::Server;
 use crate::tokenize::ModelFiles;
 
@@ -170,6 +170,7 @@ impl Builder {
             reasoning,
             tools,
             prefill: None,
+            pool: Pool::of_worker_type(card.worker_type.as_deref()),
             needs_prefill: needs(card, "prefill"),
             remote_indexers: Vec::new(),
         })

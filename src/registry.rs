@@ -114,6 +114,27 @@ pub struct DeclaredTensor {
     pub optional: bool,
 }
 
+/// A pool of workers: aggregated (no `worker_type` on the card), or the prefill or decode
+/// workers of disaggregated serving.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Pool {
+    #[default]
+    Aggregated,
+    Prefill,
+    Decode,
+}
+
+impl Pool {
+    /// The pool of a card's `worker_type`.
+    pub fn of_worker_type(t: Option<&str>) -> Pool {
+        match t {
+            Some("prefill") => Pool::Prefill,
+            Some("decode") => Pool::Decode,
+            _ => Pool::Aggregated,
+        }
+    }
+}
+
 /// What a shard needs to serve one model.
 #[derive(Clone, Debug)]
 pub struct Serving {
@@ -139,6 +160,9 @@ pub struct Serving {
     /// Disaggregated serving: the model's prefill workers (their own card checksum and
     /// limits), each request prefilled there before `workers` decode it.
     pub prefill: Option<std::sync::Arc<Serving>>,
+    /// The workers' pool, as their cards' `worker_type` says (each pool has its own kv
+    /// worker selection).
+    pub pool: Pool,
     /// The workers' cards say they need prefill workers (`needs: [["prefill"]]`): without
     /// any, the model is not listed and its requests are answered 503, as 1.6.1 answers.
     pub needs_prefill: bool,

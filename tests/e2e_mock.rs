@@ -1171,6 +1171,52 @@ fn predicted_ttl_remembers_decisions_for_its_ttl_only() {
     drop(ingest);
 }
 
+/// `worker_selection` of `--router-policy-config`: an aggregated pool on
+/// `dynamo-two-tier-cost-fn` whose cache tier never applies (`cache_threshold: 1.0`) sends
+/// every request of an idle deployment to the first least-loaded worker, where the cost
+/// function spreads fresh prompts over the emptiest caches.
+#[test]
+fn a_two_tier_instance_selects_for_the_aggregated_pool() {
+    let cfg = switchyard::config::Embedded { workers: 3, model_path: qwen3_dir(), fast: true };
+    let embedded = switchyard::worker::embedded::start(&cfg).unwrap();
+    let policy = std::env::temp_dir().join(format!("switchyard-two-tier-{}.yaml", std::process::id()));
+    std::fs::write(
+        &policy,
+        "worker_selection:\n  aggregated: tt\n  instances:\n  \
+         - {name: tt, type: dynamo-two-tier-cost-fn, parameters: {cache_threshold: 1.0}}\n",
+    )
+    .unwrap();
+    let decisions = |extra: &[&str]| {
+        let mut args = vec!["--router-mode", "kv", "--no-router-kv-events", "--router-ttl-secs", "60"];
+        args.extend(extra);
+        let fcfg = frontend_config(&args);
+        let (server, control, ingest) = kv_frontend(&fcfg, Backend::Mem(embedded.store.clone()));
+        assert!(wait_models(server.addr, |ids| !ids.is_empty()));
+        for i in 0..4 {
+            let prompt: String = (0..80).map(|w| format!("prompt{i} word{w} ")).collect();
+            let body = serde_json::json!({"model": "qwen3", "messages": [{"role": "user", "content": prompt}], "max_tokens": 2});
+            let r = post_at(server.addr, "/v1/chat/completions", &body);
+            assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+        }
+        let text = scrape_at(server.addr);
+        let mut per_worker: Vec<u64> = text
+            .lines()
+            .filter(|l| l.starts_with("switchyard_kv_router_decisions_total{"))
+            .map(|l| l.rsplit(' ').next().unwrap().parse().unwrap())
+            .collect();
+        per_worker.sort_unstable();
+        control.stop();
+        server.shutdown();
+        drop(ingest);
+        per_worker
+    };
+    let two_tier = decisions(&["--router-policy-config", policy.to_str().unwrap()]);
+    std::fs::remove_file(&policy).unwrap();
+    assert_eq!(two_tier, [4], "two-tier on an idle deployment: one worker");
+    let cost = decisions(&[]);
+    assert!(cost.len() >= 2 && cost.iter().sum::<u64>() == 4, "the cost function spreads fresh prompts: {cost:?}");
+}
+
 /// `--router-track-output-blocks`: answers grow their bookings as they stream, and every
 /// block (prompt and output) leaves the books with the answer.
 #[test]

@@ -117,9 +117,9 @@ fn value_supported(dest: &str, v: &Value) -> bool {
         ("event_plane", Value::Str(s)) => s == "zmq" || s == "nats",
         // The NATS request plane: requests published to workers' subjects (`transport::nats`).
         ("request_plane", Value::Str(s)) => s == "tcp" || s == "nats",
-        // The built-in worker selection of the prefill and decode pools (disaggregated
-        // serving, `infer::disagg`); named policies of --router-policy-config are not built.
-        ("router_prefill_policy" | "router_decode_policy", Value::Str(s)) => s == "default",
+        // The prefill and decode pools' worker selection: `default` or an instance of
+        // --router-policy-config (resolved, and refused outside kv mode, by `policy::selectors`).
+        ("router_prefill_policy" | "router_decode_policy", Value::Str(_)) => true,
         _ => false,
     }
 }

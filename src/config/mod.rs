@@ -188,6 +188,10 @@ pub struct Config {
     pub streaming_reasoning_dispatch: bool,
     /// The kv router's cost parameters (`--router-kv-overlap-score-credit` …).
     pub kv_cost: settings::CostParams,
+    /// Each worker pool's selection: the cost function with `kv_cost`, unless
+    /// `--router-policy-config`'s `worker_selection` (or `--router-prefill-policy`,
+    /// `--router-decode-policy`, `DYN_ROUTER_WORKER_SELECTION_POLICY`) names an instance.
+    pub kv_selectors: settings::Selectors,
     /// `--no-router-kv-events`: the kv router predicts the cache from its own decisions,
     /// each prediction living this long (`--router-ttl-secs`).
     pub kv_approximate_ttl: Option<Duration>,
@@ -304,13 +308,14 @@ pub fn load(
     if parsed.action != Action::Run {
         return Ok((parsed.action, None, Vec::new()));
     }
-    policy::apply(&mut parsed)?;
+    let selection = policy::apply(&mut parsed)?;
     let conditional_disagg = cdisagg::settings(&parsed)?;
     let mut warnings = parsed.warnings.clone();
     checks::validate_dynamo(&parsed, &mut warnings)?;
     checks::refuse_unbuilt(&parsed, env)?;
     let mut cfg = typed(parsed, env)?;
     cfg.conditional_disagg = conditional_disagg;
+    cfg.kv_selectors = policy::selectors(&selection, cfg.kv_cost, &cfg.parsed, env)?;
     cfg.plane_tls.check(settings::PlaneRole::Frontend, &mut warnings).map_err(invalid)?;
     if cfg.serve_indexer && (cfg.plane_tls.serves_tls() || cfg.plane_tls.dials_tls()) {
         return Err(invalid(
@@ -579,6 +584,7 @@ fn typed(parsed: Parsed, env: &dyn Fn(&str) -> Option<String>) -> Result<Config,
         streaming_tool_dispatch: boolean(p, "enable_streaming_tool_dispatch"),
         streaming_reasoning_dispatch: boolean(p, "enable_streaming_reasoning_dispatch"),
         kv_cost: kv_cost(p)?,
+        kv_selectors: settings::Selectors::same(settings::CostParams::default()),
         kv_approximate_ttl: if boolean(p, "use_kv_events") { None } else { Some(secs(p, "router_ttl_secs")?) },
         conditional_disagg: None,
         kv_predicted_ttl: float(p, "router_predicted_ttl_secs")

@@ -92,6 +92,39 @@ impl Default for CostParams {
     }
 }
 
+/// How the kv router picks among a pool's candidates (`worker_selection` of
+/// `--router-policy-config`; the options' cost function unless an instance is selected).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Selector {
+    /// The cost function (1.6.1's built-in `default`, or a `dynamo-default-cost-fn`
+    /// instance: these parameters).
+    Cost(CostParams),
+    /// `dynamo-two-tier-cost-fn`: least loaded when the active requests are unbalanced past
+    /// both thresholds, else least loaded among the best device overlaps when that overlap
+    /// covers more than `cache_threshold` of the prompt's blocks, else least loaded.
+    TwoTier { cache_threshold: f64, balance_abs_threshold: u64, balance_rel_threshold: f64 },
+}
+
+/// The selector of each worker pool (aggregated workers, and the prefill and decode workers
+/// of disaggregated serving).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Selectors {
+    pub aggregated: Selector,
+    pub prefill: Selector,
+    pub decode: Selector,
+}
+
+impl Selectors {
+    /// Every pool with the options' cost function.
+    pub fn same(params: CostParams) -> Selectors {
+        Selectors {
+            aggregated: Selector::Cost(params),
+            prefill: Selector::Cost(params),
+            decode: Selector::Cost(params),
+        }
+    }
+}
+
 /// `--router-approximate-cache-policy`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CachePolicy {

@@ -109,16 +109,17 @@ fn skip_prefill(ctx: &ShardCtx, serving: &Serving, pool: &Serving, wire: &Prepro
     }
     let tokens = wire.token_ids.as_slice();
     let usable = ctx.router.usable(&serving.workers, &[]);
-    let decode = ctx.kv.peek_for(&serving.workers, &usable, tokens, &serving.limits, || ctx.router.next_u64())?;
+    let decode =
+        ctx.kv.peek_for(serving.pool, &serving.workers, &usable, tokens, &serving.limits, || ctx.router.next_u64())?;
     let block_size = u64::from(serving.limits.block_size());
     let overlap = u64::from(decode.candidate.overlap_blocks) * block_size;
     let isl = c.isl_allows(tokens.len() as u64, overlap);
     let load = || {
         let usable = ctx.router.usable(&pool.workers, &[]);
         let threshold = c.prefill_busy_threshold.unwrap_or(f64::INFINITY);
-        ctx.kv.peek_for(&pool.workers, &usable, tokens, &pool.limits, || ctx.router.next_u64()).is_some_and(|p| {
-            p.candidate.active_prefill_tokens as f64 > threshold * pool.limits.max_num_batched_tokens as f64
-        })
+        ctx.kv.peek_for(pool.pool, &pool.workers, &usable, tokens, &pool.limits, || ctx.router.next_u64()).is_some_and(
+            |p| p.candidate.active_prefill_tokens as f64 > threshold * pool.limits.max_num_batched_tokens as f64,
+        )
     };
     if !c.skips(isl, load) {
         return None;

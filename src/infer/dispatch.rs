@@ -249,7 +249,9 @@ fn kv_choose(
     remote: Option<&Overlaps>,
 ) -> Result<Option<(usize, Option<KvPick>)>, crate::router::kv::select::Overloaded> {
     let (name, workers, limits) = (&serving.name, &serving.workers, &serving.limits);
-    let chosen = ctx.kv.choose_for(name, workers, usable, tokens, limits, request, remote, || ctx.router.next_u64())?;
+    let chosen = ctx
+        .kv
+        .choose_for(name, serving.pool, workers, usable, tokens, limits, request, remote, || ctx.router.next_u64())?;
     Ok(chosen.map(|(c, booking)| (c.index, Some((c.dp_rank, booking)))))
 }
 

@@ -80,6 +80,7 @@ mod tests {
             reasoning: None,
             tools: None,
             prefill: None,
+            pool: crate::registry::Pool::Decode,
             needs_prefill: true,
             remote_indexers: Vec::new(),
         };

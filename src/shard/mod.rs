@@ -370,7 +370,9 @@ async fn shard_main<S: Service + crate::h2::Handler>(
             ),
             None => Default::default(),
         },
-        kv: crate::router::kv::select::KvSelector::new(cfg.kv_cost, cfg.kv_busy).with_queue(cfg.kv_queue),
+        kv: crate::router::kv::select::KvSelector::new(cfg.kv_cost, cfg.kv_busy)
+            .with_selectors(cfg.kv_selectors)
+            .with_queue(cfg.kv_queue),
         offloads: RefCell::new(std::collections::HashMap::new()),
         shared: shared.clone(),
         metrics: ShardMetrics::default(),

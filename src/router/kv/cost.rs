@@ -145,6 +145,36 @@ fn unit(x: u64) -> f64 {
     (x >> 11) as f64 / (1u64 << 53) as f64
 }
 
+/// `dynamo-two-tier-cost-fn`'s pick among `cands` for a prompt of `isl` tokens: when the
+/// active requests are unbalanced (the spread over `balance_abs_threshold` and the most over
+/// `balance_rel_threshold` × the least), the least loaded; else, when the best device overlap
+/// covers more than `cache_threshold` of the prompt's blocks (a partial last block counted),
+/// the least loaded of those holding it; else the least loaded. Ties: the first candidate.
+pub fn choose_two_tier(
+    cands: &[Candidate],
+    isl: u64,
+    block_size: u32,
+    cache_threshold: f64,
+    balance_abs_threshold: u64,
+    balance_rel_threshold: f64,
+) -> Option<usize> {
+    let least = |keep: &dyn Fn(&Candidate) -> bool| {
+        cands.iter().enumerate().filter(|(_, c)| keep(c)).min_by_key(|(_, c)| c.active_requests).map(|(i, _)| i)
+    };
+    let min = cands.iter().map(|c| c.active_requests).min()?;
+    let max = cands.iter().map(|c| c.active_requests).max()?;
+    if u64::from(max - min) > balance_abs_threshold && f64::from(max) > balance_rel_threshold * f64::from(min) {
+        return least(&|_| true);
+    }
+    let best = cands.iter().map(|c| c.overlap_blocks).max()?;
+    let blocks = isl.div_ceil(u64::from(block_size.max(1)));
+    let ratio = if blocks == 0 { 0.0 } else { f64::from(best) / blocks as f64 };
+    if ratio > cache_threshold {
+        return least(&|c| c.overlap_blocks == best);
+    }
+    least(&|_| true)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -244,5 +274,27 @@ mod tests {
             seen[choose_roomiest(&[0.0, 1.0], &[50, 0], 1.0, &mut counter).unwrap()] += 1;
         }
         assert!((1300..1620).contains(&seen[0]), "{seen:?}");
+    }
+
+    #[test]
+    fn two_tier_balances_then_follows_the_cache_then_balances() {
+        let c = |overlap: u32, active: u32| Candidate {
+            overlap_blocks: overlap,
+            active_requests: active,
+            ..Candidate::default()
+        };
+        let pick = |cands: &[Candidate], isl: u64| choose_two_tier(cands, isl, 16, 0.5, 32, 1.1);
+        // Balanced load, the best overlap covers 6 of 8 blocks: the least loaded holding it.
+        assert_eq!(pick(&[c(0, 0), c(6, 5), c(6, 3)], 128), Some(2));
+        // Half or less (4 of 8, and 4 of 9 with a partial last block): the least loaded.
+        assert_eq!(pick(&[c(0, 1), c(4, 0)], 128), Some(1));
+        assert_eq!(pick(&[c(0, 0), c(4, 2)], 129), Some(0));
+        // Unbalanced past both thresholds (40 > 32 and 41 > 1.1 × 1): the least loaded, cache or not.
+        assert_eq!(pick(&[c(8, 41), c(0, 1)], 128), Some(1));
+        // A spread over 32 but within 1.1×: the cache tier decides.
+        assert_eq!(pick(&[c(8, 400), c(0, 366)], 128), Some(0));
+        // Ties: the first candidate.
+        assert_eq!(pick(&[c(0, 2), c(0, 2)], 128), Some(0));
+        assert_eq!(pick(&[], 128), None);
     }
 }

@@ -26,16 +26,17 @@ use std::sync::Arc;
 
 pub use super::active::Booking;
 use super::active::{Bookings, KvHit, Upstream};
-use super::cost::{choose, choose_roomiest, logit, Candidate, CostParams, RequestShape};
+use super::cost::{choose, choose_roomiest, choose_two_tier, logit, Candidate, CostParams, RequestShape};
 use super::hash::{local_block_hashes, sequence_hashes, BlockHashOptions};
 use super::index::{BlockPair, IndexOp, Owner};
 use super::predict::Prediction;
 use super::queue::{Queue, QueueConfig, RECHECK};
 use super::replica::IndexReplica;
 use crate::metrics::kv::IngestStats;
-use crate::registry::{CardLimits, Worker};
+use crate::registry::{CardLimits, Pool, Worker};
 
 pub use crate::config::settings::BusyThresholds;
+use crate::config::settings::{Selector, Selectors};
 
 impl BusyThresholds {
     /// Whether any threshold is set.
@@ -117,6 +118,9 @@ pub struct KvSelector {
     approximate: std::cell::Cell<bool>,
     predicted: std::cell::Cell<bool>,
     params: CostParams,
+    /// Each worker pool's selection (the options' cost function unless
+    /// `--router-policy-config` selects an instance).
+    selectors: Selectors,
     /// The busy thresholds of the command line, and per model those set at run time
     /// (`POST /busy_threshold`, broadcast to every shard).
     busy: BusyThresholds,
@@ -146,10 +150,33 @@ impl KvSelector {
             approximate: std::cell::Cell::new(false),
             predicted: std::cell::Cell::new(false),
             params,
+            selectors: Selectors::same(params),
             busy,
             busy_set: RefCell::default(),
             queue: None,
             stats: RefCell::default(),
+        }
+    }
+
+    /// With each pool's selection (`worker_selection` of `--router-policy-config`).
+    pub fn with_selectors(mut self, selectors: Selectors) -> KvSelector {
+        self.selectors = selectors;
+        self
+    }
+
+    /// The cost parameters of `pool`'s choices (the options' for a selector without them).
+    fn cost_params(&self, pool: Pool) -> &CostParams {
+        match self.selector(pool) {
+            Selector::Cost(p) => p,
+            Selector::TwoTier { .. } => &self.params,
+        }
+    }
+
+    fn selector(&self, pool: Pool) -> &Selector {
+        match pool {
+            Pool::Aggregated => &self.selectors.aggregated,
+            Pool::Prefill => &self.selectors.prefill,
+            Pool::Decode => &self.selectors.decode,
         }
     }
 
@@ -255,7 +282,7 @@ impl KvSelector {
         request: u128,
         rand: impl FnMut() -> u64,
     ) -> Result<Option<(Choice, Booking)>, Overloaded> {
-        self.choose_from(self.busy, workers, usable, tokens, limits, request, None, rand)
+        self.choose_from(self.busy, Pool::Aggregated, workers, usable, tokens, limits, request, None, rand)
     }
 
     /// [`KvSelector::choose`] for a request of `model`, with the model's busy thresholds;
@@ -265,6 +292,7 @@ impl KvSelector {
     pub fn choose_for(
         &self,
         model: &str,
+        pool: Pool,
         workers: &[Worker],
         usable: &[usize],
         tokens: &[u32],
@@ -273,7 +301,7 @@ impl KvSelector {
         remote: Option<&Overlaps>,
         rand: impl FnMut() -> u64,
     ) -> Result<Option<(Choice, Booking)>, Overloaded> {
-        self.choose_from(self.busy_for(model), workers, usable, tokens, limits, request, remote, rand)
+        self.choose_from(self.busy_for(model), pool, workers, usable, tokens, limits, request, remote, rand)
     }
 
     /// The busy thresholds of `model`: set at run time, else the command line's.
@@ -294,6 +322,7 @@ impl KvSelector {
     fn choose_from(
         &self,
         busy: BusyThresholds,
+        pool: Pool,
         workers: &[Worker],
         usable: &[usize],
         tokens: &[u32],
@@ -302,12 +331,12 @@ impl KvSelector {
         remote: Option<&Overlaps>,
         mut rand: impl FnMut() -> u64,
     ) -> Result<Option<(Choice, Booking)>, Overloaded> {
-        let Some(e) = self.evaluate(busy, workers, usable, tokens, limits, remote, &mut rand)? else {
+        let Some(e) = self.evaluate(busy, pool, workers, usable, tokens, limits, remote, &mut rand)? else {
             return Ok(None);
         };
         let Evaluated { ranks, cands, logits, k, local, seq, block_size } = e;
         let (index, owner) = ranks[k];
-        let cached = self.cached_tokens(&cands[k], block_size).min(tokens.len() as u64);
+        let cached = Self::cached_tokens(self.cost_params(pool), &cands[k], block_size).min(tokens.len() as u64);
         let prefill_tokens = tokens.len() as u64 - cached;
         self.predict(owner, &local, &seq, limits.total_kv_blocks);
         // `--no-router-assume-kv-reuse`: the booking's blocks are its own (fresh random
@@ -335,13 +364,15 @@ impl KvSelector {
     /// advisory peek, as conditional disaggregation asks it). `None` without candidates.
     pub fn peek_for(
         &self,
+        pool: Pool,
         workers: &[Worker],
         usable: &[usize],
         tokens: &[u32],
         limits: &CardLimits,
         mut rand: impl FnMut() -> u64,
     ) -> Option<Peek> {
-        let e = self.evaluate(BusyThresholds::default(), workers, usable, tokens, limits, None, &mut rand).ok()??;
+        let e =
+            self.evaluate(BusyThresholds::default(), pool, workers, usable, tokens, limits, None, &mut rand).ok()??;
         let (index, owner) = e.ranks[e.k];
         Some(Peek { index, dp_rank: owner.dp_rank, candidate: e.cands[e.k] })
     }
@@ -351,6 +382,7 @@ impl KvSelector {
     fn evaluate(
         &self,
         busy: BusyThresholds,
+        pool: Pool,
         workers: &[Worker],
         usable: &[usize],
         tokens: &[u32],
@@ -417,6 +449,7 @@ impl KvSelector {
                 }
                 (None, None) => Vec::new(),
             };
+        let params = self.cost_params(pool);
         let overlap_of = |o: Owner| overlaps.iter().find(|(x, _)| *x == o).map_or(0, |(_, n)| *n);
         let table = self.bookings.table.borrow();
         let min_prefill = ranks.iter().map(|&(_, o)| table.get(o).map_or(0, |a| a.prefill_tokens)).min().unwrap_or(0);
@@ -439,30 +472,34 @@ impl KvSelector {
                 host_blocks,
                 disk_blocks,
             };
-            logits.push(logit(&self.params, &shape, &c));
+            logits.push(logit(params, &shape, &c));
             cands.push(c);
         }
         drop(table);
-        let k = if self.params.prefer_room {
+        let k = if let Selector::TwoTier { cache_threshold, balance_abs_threshold, balance_rel_threshold } =
+            *self.selector(pool)
+        {
+            let isl = tokens.len() as u64;
+            choose_two_tier(&cands, isl, block_size, cache_threshold, balance_abs_threshold, balance_rel_threshold)
+        } else if self.params.prefer_room {
             let replica = self.replica.borrow();
             let cached: smallvec::SmallVec<[u64; 16]> =
                 ranks.iter().map(|&(_, o)| replica.as_ref().map_or(0, |r| r.index().owner_blocks(o) as u64)).collect();
-            choose_roomiest(&logits, &cached, self.params.temperature, &mut rand)
+            choose_roomiest(&logits, &cached, params.temperature, &mut rand)
         } else {
-            choose(&logits, self.params.temperature, &mut rand)
+            choose(&logits, params.temperature, &mut rand)
         };
         let Some(k) = k else { return Ok(None) };
         Ok(Some(Evaluated { ranks, cands, logits, k, local, seq, block_size }))
     }
 
     /// The prompt tokens `c` is taken to have cached, to book the rest as prefill: device
-    /// blocks in full, host and disk blocks at their weights (1.6.1's effective overlap,
-    /// rounded to tokens).
-    fn cached_tokens(&self, c: &Candidate, block_size: u32) -> u64 {
+    /// blocks in full, host and disk blocks at their weights `p` gives (1.6.1's effective
+    /// overlap, rounded to tokens).
+    fn cached_tokens(p: &CostParams, c: &Candidate, block_size: u32) -> u64 {
         if c.host_blocks == 0 && c.disk_blocks == 0 {
             return u64::from(c.overlap_blocks) * u64::from(block_size);
         }
-        let p = &self.params;
         let blocks = f64::from(c.overlap_blocks)
             + p.host_cache_hit_weight * f64::from(c.host_blocks)
             + p.disk_cache_hit_weight * f64::from(c.disk_blocks);

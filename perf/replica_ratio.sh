@@ -12,7 +12,7 @@
 # Needs root (loopback-only network namespace).
 #
 # Usage: bash perf/replica_ratio.sh   (SEEDS="1 2" REQUESTS=300 CONCURRENCY=8 FAMILIES=20
-#        REPLICAS="1 2 4" SPEEDUP=20; FRONTEND=dynamo: the same with `python -m dynamo.frontend`
+#        REPLICAS="1 2 4" SHARING="0 1" SPEEDUP=20; FRONTEND=dynamo: the same with `python -m dynamo.frontend`
 #        replicas; PAUSE: seconds each client waits after an answer)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,6 +23,7 @@ REQUESTS=${REQUESTS:-300}
 CONCURRENCY=${CONCURRENCY:-8}
 FAMILIES=${FAMILIES:-20}
 REPLICAS=${REPLICAS:-1 2 4}
+SHARING=${SHARING:-0 1}
 SPEEDUP=${SPEEDUP:-20}
 FRONTEND=${FRONTEND:-switchyard}
 scratch_dir
@@ -70,7 +71,7 @@ one_run() { # replicas sync(0|1) seed: prints the ratio
 }
 
 declare -A RATIO
-for sync in 0 1; do
+for sync in $SHARING; do
   for n in $REPLICAS; do
     [ "$n" = 1 ] && [ "$sync" = 1 ] && continue # one replica has nobody to share with
     vals=""
@@ -81,13 +82,14 @@ for sync in 0 1; do
 done
 echo "| replicas | sharing | cached-token ratio | loss against 1 replica |"
 echo "|---:|---|---:|---:|"
-one=${RATIO[1-0]}
-for sync in 0 1; do
+one=${RATIO[1-0]:-}
+for sync in $SHARING; do
   for n in $REPLICAS; do
     r=${RATIO[$n-$sync]:-}
     [ -n "$r" ] || continue
     label=none; [ "$sync" = 1 ] && label="--router-replica-sync"
     [ "$n" = 1 ] && label="(one replica)"
-    echo "| $n | $label | $r | $(python3 -c "print(f'{$one - $r:+.4f}')") |"
+    loss="—"; [ -n "$one" ] && loss=$(python3 -c "print(f'{$one - $r:+.4f}')")
+    echo "| $n | $label | $r | $loss |"
   done
 done

@@ -208,11 +208,11 @@ impl Ingest {
                 }
                 connect(&mut st.links, &st.stats);
                 st.nats.connect(&st.stats);
+                let due = st.peers.flush(Instant::now(), &st.stats);
+                let wait = due.map_or(50, |d| d.as_millis().clamp(1, 50) as i32);
                 let sockets = Sockets { links: &mut st.links, nats: &mut st.nats, publisher: st.peers.publisher() };
-                poll(sockets, st.wake.as_deref(), &mut st.batch, &mut st.nats_batch, 50);
+                poll(sockets, st.wake.as_deref(), &mut st.batch, &mut st.nats_batch, wait);
                 st.step();
-                // What this wake-up's steps announce goes out now (replica sync).
-                st.peers.flush(&st.stats);
             }
         })?;
         Ok(Ingest { tx, stop, stats, thread: Some(thread) })

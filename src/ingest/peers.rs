@@ -12,17 +12,16 @@
 //! freed (a router that died never sends their `Free`).
 //!
 //! Publishing ([`SyncOut`]): this process's booking steps, as the shards send them up, are
-//! written to the [`Pub`] socket the other routers subscribe to at the end of the ingest
-//! thread's wake-up that took them (at most [`BATCH_MAX`] events a message). 1.6.1 holds a
-//! batch up to 1 ms; not waiting matters for a request's `Free`: a client that sends its
-//! next request to another replica right after an answer ends must find that replica no
-//! longer counting the answered request's load on its worker.
+//! batched (at most [`BATCH_MAX`] events, sent at the latest [`BATCH_WINDOW`] after the first
+//! one waited) and written to the [`Pub`] socket the other routers subscribe to.
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
 use super::sync::{
     decode_active, encode_active, encode_message, ActiveData, OutData, OutEvent, ACTIVE_SEQUENCES_TOPIC, BATCH_MAX,
+    BATCH_WINDOW,
 };
 use super::IngestStats;
 use crate::ingest::zmq_pub::Pub;
@@ -39,11 +38,12 @@ pub struct SyncOut {
     pub publisher_id: u64,
     pub sequence: u64,
     pending: Vec<OutEvent>,
+    since: Option<Instant>,
 }
 
 impl SyncOut {
     pub fn new(socket: Pub, publisher_id: u64) -> SyncOut {
-        SyncOut { socket, publisher_id, sequence: 0, pending: Vec::new() }
+        SyncOut { socket, publisher_id, sequence: 0, pending: Vec::new(), since: None }
     }
 }
 
@@ -125,6 +125,9 @@ impl Peers {
 
     fn queue(&mut self, e: OutEvent) {
         if let Some(o) = self.out.as_mut() {
+            if o.pending.is_empty() {
+                o.since = Some(Instant::now());
+            }
             o.pending.push(e);
         }
     }
@@ -196,13 +199,16 @@ impl Peers {
         stats.remote_bookings.store(self.remote.len() as u64, Ordering::Relaxed);
     }
 
-    /// Publishes what is pending; serves the subscribers.
-    pub fn flush(&mut self, stats: &IngestStats) {
+    /// Publishes the pending batch when it is full or has waited [`BATCH_WINDOW`]; serves
+    /// the subscribers. Returns how long until the pending batch is due (`None`: nothing
+    /// waits).
+    pub fn flush(&mut self, now: Instant, stats: &IngestStats) -> Option<Duration> {
         let router_id = self.router_id;
-        let Some(o) = self.out.as_mut() else { return };
+        let o = self.out.as_mut()?;
         o.socket.service();
-        if o.pending.is_empty() {
-            return;
+        let since = o.since?;
+        if o.pending.len() < BATCH_MAX && now < since + BATCH_WINDOW {
+            return Some(since + BATCH_WINDOW - now);
         }
         let published_at =
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
@@ -216,7 +222,9 @@ impl Peers {
         }
         o.pending = pending;
         o.pending.clear();
+        o.since = None;
         stats.active_dropped.store(o.socket.dropped, Ordering::Relaxed);
+        None
     }
 }
 

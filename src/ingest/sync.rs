@@ -17,8 +17,9 @@ use crate::router::kv::index::Owner;
 /// The topic name.
 pub const ACTIVE_SEQUENCES_TOPIC: &str = "active_sequences_events";
 
-/// Most events in one published message (§7.8).
+/// Most events in one published message, and the longest a pending event waits (§7.8).
 pub const BATCH_MAX: usize = 256;
+pub const BATCH_WINDOW: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// The `worker` of an event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

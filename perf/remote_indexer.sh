@@ -9,7 +9,9 @@
 # CPU time per request (user + kernel, from /proc) of the asking frontend and of the serving
 # one. Needs root (loopback-only network namespace). Writes a markdown table to stdout.
 #
-# Usage: bash perf/remote_indexer.sh   (ROUNDS=3 RATE=20 DURATION=20 INPUT=1000 OUTPUT=16 SPEEDUP=10)
+# Usage: bash perf/remote_indexer.sh   (ROUNDS=3 RATE=20 DURATION=20 INPUT=1000 OUTPUT=16 SPEEDUP=10;
+#        SETUPS="local remote"; the setup `b` is `local` with another build, B_BIN, for an A/B
+#        of the default kv path: SETUPS="b local" B_BIN=/path/to/other/switchyard)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/real-dynamo-env.sh
@@ -20,6 +22,7 @@ DURATION=${DURATION:-20}
 INPUT=${INPUT:-1000}
 OUTPUT=${OUTPUT:-16}
 SPEEDUP=${SPEEDUP:-10}
+SETUPS=${SETUPS:-local remote}
 scratch_dir
 
 proc_cpu() { # pid: user and kernel CPU time in ms (utime, stime from /proc/PID/stat)
@@ -27,7 +30,8 @@ proc_cpu() { # pid: user and kernel CPU time in ms (utime, stime from /proc/PID/
 }
 
 one_run() { # setup round: prints one table row
-  local setup=$1 round=$2 fe server="" args=(--router-mode kv)
+  local setup=$1 round=$2 fe server="" args=(--router-mode kv) bin=$BIN
+  [ "$setup" = b ] && bin=${B_BIN:?B_BIN: the other build for setup b}
   export DYN_FILE_KV="$WORK/kv-$setup-$round"
   mkdir -p "$DYN_FILE_KV"
   local workers=()
@@ -44,7 +48,7 @@ one_run() { # setup round: prints one table row
     qwen3_listed 18298
     args+=(--use-remote-indexer)
   fi
-  taskset -c 0 "$BIN" --discovery-backend file --http-host 127.0.0.1 --http-port 18297 --shards 1 --no-pin-shards \
+  taskset -c 0 "$bin" --discovery-backend file --http-host 127.0.0.1 --http-port 18297 --shards 1 --no-pin-shards \
     "${args[@]}" >"$WORK/fe-$setup-$round.log" 2>&1 &
   fe=$!; PIDS+=($fe)
   qwen3_listed 18297
@@ -74,5 +78,5 @@ PYEOF
 echo "| round | setup | ok | failed | TTFT p50 ms | TTFT p99 ms | asking frontend CPU µs/req (user / kernel) | serving frontend CPU µs/req (user / kernel) |"
 echo "|---:|---|---:|---:|---:|---:|---:|---:|"
 for round in $(seq 1 "$ROUNDS"); do
-  for setup in local remote; do one_run "$setup" "$round"; done
+  for setup in $SETUPS; do one_run "$setup" "$round"; done
 done

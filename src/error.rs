@@ -245,6 +245,9 @@ pub struct Error {
     retry: bool,
     message: Cow<'static, str>,
     cause: Option<Box<dyn std::error::Error + Send + Sync>>,
+    /// What an overload refusal adds for the client (a policy class's limit: 1.6.1's
+    /// `details`).
+    details: Option<Box<serde_json::Value>>,
 }
 
 impl Error {
@@ -256,6 +259,7 @@ impl Error {
             retry: matches!(kind, Kind::ServiceUnavailable | Kind::Overloaded),
             message: message.into(),
             cause: None,
+            details: None,
         }
     }
 
@@ -298,6 +302,16 @@ impl Error {
     pub fn retry(&self) -> bool {
         self.retry
     }
+    /// With `details` in the body (an overload refusal's).
+    pub fn with_details(mut self, details: serde_json::Value) -> Self {
+        self.details = Some(Box::new(details));
+        self
+    }
+
+    pub fn details(&self) -> Option<&serde_json::Value> {
+        self.details.as_deref()
+    }
+
     pub fn message(&self) -> &str {
         &self.message
     }
@@ -310,7 +324,10 @@ impl Error {
     pub fn to_json_body(&self) -> Vec<u8> {
         let code = self.kind.status();
         if self.kind == Kind::Overloaded {
-            let flat = serde_json::json!({"message": self.message, "type": self.kind.dynamo_type(), "code": code});
+            let mut flat = serde_json::json!({"message": self.message, "type": self.kind.dynamo_type(), "code": code});
+            if let Some(d) = &self.details {
+                flat["details"] = (**d).clone();
+            }
             return serde_json::to_vec(&flat).unwrap_or_else(|_| b"{}".to_vec());
         }
         let body = serde_json::json!({

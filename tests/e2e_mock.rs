@@ -1197,6 +1197,9 @@ fn a_two_tier_instance_selects_for_the_aggregated_pool() {
             let body = serde_json::json!({"model": "qwen3", "messages": [{"role": "user", "content": prompt}], "max_tokens": 2});
             let r = post_at(server.addr, "/v1/chat/completions", &body);
             assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+            // The answer's booking leaves every shard's books (a hop through the ingest
+            // thread) before the next request: the deployment is idle again.
+            std::thread::sleep(Duration::from_millis(100));
         }
         let text = scrape_at(server.addr);
         let mut per_worker: Vec<u64> = text
@@ -1366,6 +1369,95 @@ fn a_parked_request_whose_client_leaves_leaves_the_queue() {
     ]);
     assert_eq!(s.worker.stats().frames, 1, "the parked request reached the worker");
     drop(busy);
+    drop(s);
+    drop(ingest);
+}
+
+/// Policy classes of `--router-policy-config`: a class waits while the worker is busy by its
+/// own threshold, at most its per-worker limit of requests (past it, 529 with 1.6.1's
+/// `details`); a request whose `x-dynamo-meta-policy-class` header names an explicit class
+/// without thresholds goes at once past the backlog; the per-class families count it all.
+#[test]
+fn policy_classes_queue_refuse_and_let_an_explicit_class_pass() {
+    let policy = std::env::temp_dir().join(format!("sy-e2e-classes-{}.yaml", std::process::id()));
+    std::fs::write(
+        &policy,
+        "default_policy_family: standard\n\
+         uncached_isl_buckets: [{min_tokens: 0, bucket: all}]\n\
+         policy_classes:\n\
+         \x20 - {name: standard, policy_family: standard, cache_bucket: all, quantum: 1, prefill_busy_threshold: 100,\n\
+         \x20    request_queue_limit_per_worker: 1}\n\
+         \x20 - {name: vip, quantum: 1000}\n",
+    )
+    .unwrap();
+    let (s, ingest) =
+        kv_setup("classes", Duration::from_millis(2500), &["--router-policy-config", policy.to_str().unwrap()]);
+    std::fs::remove_file(&policy).unwrap();
+    let addr = s.server.as_ref().unwrap().addr;
+    let body = |content: &str| serde_json::json!({"model": "qwen3-mock", "messages": [{"role": "user", "content": content}], "max_tokens": 2});
+    let long = (0..500).map(|i| format!("a{i} ")).collect::<String>();
+    let send = move |headers: &'static str, content: String| {
+        std::thread::spawn(move || {
+            let body = body(&content).to_string();
+            let req = format!(
+                "POST /v1/chat/completions HTTP/1.1\r\nContent-Type: application/json\r\n{headers}Content-Length: {}\r\n\r\n{body}",
+                body.len()
+            );
+            Client::connect(addr).roundtrip(req.as_bytes())
+        })
+    };
+    let gauge = |text: &str, class: &str| {
+        let key = format!(
+            "dynamo_frontend_router_queue_pending_requests{{model=\"qwen3-mock\",policy_class=\"{class}\",worker_type=\"decode\"}} "
+        );
+        text.lines().find_map(|l| l.strip_prefix(key.as_str())).map(|n| n.parse::<u64>().unwrap())
+    };
+    // The long prompt books ~1,500 prefill tokens (> 100): the worker is busy for `standard`.
+    let busy = send("", long);
+    std::thread::sleep(Duration::from_millis(200));
+    let parked = send("", "a short one".into());
+    let t0 = Instant::now();
+    while gauge(&scrape(&s), "standard") != Some(1) {
+        assert!(t0.elapsed() < Duration::from_secs(2), "the short request was not parked:\n{}", scrape(&s));
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // One waits: the limit (1 per worker, one worker) is met.
+    let refused = send("", "another short one".into()).join().unwrap();
+    assert_eq!(refused.status, 529, "{}", String::from_utf8_lossy(&refused.body));
+    assert_eq!(
+        refused.json(),
+        serde_json::json!({"message": "router policy class \"standard\" queue requests limit reached (current=1, limit=1)",
+            "type": "Overloaded", "code": 529,
+            "details": {"policy_class": "standard", "limit_kind": "requests", "current": 1, "limit": 1}})
+    );
+    // `vip` has no threshold: it goes while `standard` still waits.
+    let vip = send("X-Dynamo-Meta-Policy-Class: vip\r\n", "a very important one".into());
+    let t0 = Instant::now();
+    while s.worker.stats().frames < 2 {
+        assert!(t0.elapsed() < Duration::from_secs(2), "the vip request did not reach the worker");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(gauge(&scrape(&s), "standard"), Some(1), "the standard request went before the worker freed");
+    for (name, h) in [("busy", busy), ("parked", parked), ("vip", vip)] {
+        let r = h.join().unwrap();
+        assert_eq!(r.status, 200, "{name}: {}", String::from_utf8_lossy(&r.body));
+    }
+    let text = scrape(&s);
+    assert_eq!((gauge(&text, "standard"), gauge(&text, "vip")), (Some(0), Some(0)));
+    let labels = |class: &str| format!("model=\"qwen3-mock\",policy_class=\"{class}\"");
+    let decode = "worker_type=\"decode\"";
+    assert_lines(
+        &text,
+        &[
+            format!("dynamo_frontend_router_admission_received_total{{{},{decode}}} 3", labels("standard")),
+            format!("dynamo_frontend_router_admission_received_total{{{},{decode}}} 1", labels("vip")),
+            format!(
+                "dynamo_frontend_router_queue_backpressure_total{{{},reason=\"request_limit\",{decode}}} 1",
+                labels("standard")
+            ),
+            format!("dynamo_frontend_router_queue_pending_isl_tokens{{{},{decode}}} 0", labels("standard")),
+        ],
+    );
     drop(s);
     drop(ingest);
 }

@@ -197,7 +197,7 @@ pub static DYNAMO_FLAGS: &[Flag] = &[
     flag(&["--router-queue-threshold"], &[], "router_queue_threshold", Some("DYN_ROUTER_QUEUE_THRESHOLD"), Kind::NullableFloat, Default::None,
         &[], "Queue requests when every worker is above this load.").deprecated(),
     flag(&["--router-policy-config"], &[], "router_policy_config", Some("DYN_ROUTER_POLICY_CONFIG"), Kind::Str, Default::None,
-        &[], "YAML file: `router:` settings (they win over options) and `worker_selection` instances (dynamo-default-cost-fn, dynamo-two-tier-cost-fn) for the aggregated, prefill and decode pools; policy classes, request classifiers, thunderagent and encode selections are refused by name."),
+        &[], "YAML file: `router:` settings (they win over options); policy classes of the kv router queue (root profile and per-model profiles: classes by x-dynamo-meta-policy-class and uncached prompt length, fcfs/wspt, deficit round robin, per-worker queue limits answered 529); `worker_selection` instances (dynamo-default-cost-fn, dynamo-two-tier-cost-fn) for the aggregated, prefill and decode pools. Refused by name: request_classifier and thunderagent (not built yet), encode selections (no encode workers are routed)."),
     flag(&["--router-conditional-disagg"], &["--no-router-conditional-disagg"], "conditional_disagg_enabled", Some("DYN_ROUTER_CONDITIONAL_DISAGG"), Kind::Bool, Default::Bool(false),
         &[], "Decide per request between aggregated and disaggregated serving."),
     flag(&["--router-conditional-disagg-config"], &[], "conditional_disagg_config", Some("DYN_ROUTER_CONDITIONAL_DISAGG_CONFIG"), Kind::Str, Default::None,

@@ -11,6 +11,7 @@
 
 pub mod cdisagg;
 mod checks;
+pub mod classes;
 pub mod flags;
 pub mod help;
 pub mod parse;
@@ -206,6 +207,9 @@ pub struct Config {
     pub kv_cache_policy: settings::CachePolicy,
     /// The kv router's queue (`--router-queue-threshold`, `--router-queue-policy`).
     pub kv_queue: Option<settings::QueueConfig>,
+    /// The kv router queue's policy classes (`--router-policy-config`; the synthetic class
+    /// of `kv_queue` for models the file gives none).
+    pub kv_classes: classes::ClassProfiles,
     /// The kv router's busy thresholds (`--active-decode-blocks-threshold` …).
     pub kv_busy: settings::BusyThresholds,
     /// `--router-session-affinity-ttl-secs` and `-mode` (`None`: affinity off).
@@ -310,7 +314,7 @@ pub fn load(
     if parsed.action != Action::Run {
         return Ok((parsed.action, None, Vec::new()));
     }
-    let selection = policy::apply(&mut parsed)?;
+    let (selection, mut kv_classes) = policy::apply(&mut parsed)?;
     let conditional_disagg = cdisagg::settings(&parsed)?;
     let mut warnings = parsed.warnings.clone();
     checks::validate_dynamo(&parsed, &mut warnings)?;
@@ -318,6 +322,8 @@ pub fn load(
     let mut cfg = typed(parsed, env)?;
     cfg.conditional_disagg = conditional_disagg;
     cfg.kv_selectors = policy::selectors(&selection, cfg.kv_cost, &cfg.parsed, env)?;
+    kv_classes.fallback = std::sync::Arc::new(classes::PolicyProfile::synthetic(cfg.kv_queue));
+    cfg.kv_classes = kv_classes;
     cfg.plane_tls.check(settings::PlaneRole::Frontend, &mut warnings).map_err(invalid)?;
     if cfg.serve_indexer && (cfg.plane_tls.serves_tls() || cfg.plane_tls.dials_tls()) {
         return Err(invalid(
@@ -526,6 +532,7 @@ fn typed(parsed: Parsed, env: &dyn Fn(&str) -> Option<String>) -> Result<Config,
             threshold_frac,
             policy: text(p, "router_queue_policy").and_then(settings::Policy::parse).unwrap_or(settings::Policy::Fcfs),
         }),
+        kv_classes: classes::ClassProfiles::default(),
         kv_busy: settings::BusyThresholds {
             decode_blocks_frac: float(p, "active_decode_blocks_threshold"),
             prefill_tokens: int(p, "active_prefill_tokens_threshold").map(|n| n.max(0) as u64),

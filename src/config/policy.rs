@@ -12,10 +12,10 @@
 //!   `--router-decode-policy` and `DYN_ROUTER_WORKER_SELECTION_POLICY` name instances too
 //!   ([`selectors`]).
 //!
-//! Refused by name: policy classes and their queues (`default_policy_family`,
-//! `uncached_isl_buckets`, `policy_classes`, `models`), `request_classifier`, the
-//! `thunderagent` selector type, an `encode` selection, and a non-zero
-//! `shared_cache_multiplier`.
+//! * policy classes (kv mode): the root profile and `models:`, read by [`super::classes`].
+//!
+//! Refused by name: `request_classifier`, the `thunderagent` selector type, an `encode`
+//! selection, and a non-zero `shared_cache_multiplier`.
 
 use serde_json::{Map, Value as Json};
 
@@ -81,9 +81,9 @@ fn unbuilt(what: &str) -> ConfigError {
 
 /// Reads the file `--router-policy-config` names (if any): its `router:` settings are
 /// applied to `p`, its `worker_selection` returned for [`selectors`].
-pub(super) fn apply(p: &mut Parsed) -> Result<WorkerSelection, ConfigError> {
+pub(super) fn apply(p: &mut Parsed) -> Result<(WorkerSelection, super::classes::ClassProfiles), ConfigError> {
     let Some(path) = text(p, "router_policy_config").map(str::to_string) else {
-        return Ok(WorkerSelection::default());
+        return Ok(Default::default());
     };
     let body = std::fs::read_to_string(&path).map_err(|e| invalid(format!("--router-policy-config {path}: {e}")))?;
     let doc = crate::util::yaml::parse(&body).map_err(|e| invalid(format!("--router-policy-config {path}: {e}")))?;
@@ -105,21 +105,22 @@ pub(super) fn apply(p: &mut Parsed) -> Result<WorkerSelection, ConfigError> {
         Some(Json::Object(settings)) => router_settings(p, settings)?,
         Some(_) => return Err(invalid("router must contain a YAML mapping")),
     }
-    for key in ["default_policy_family", "uncached_isl_buckets", "policy_classes", "models"] {
-        if doc.contains_key(key) {
-            return Err(unbuilt(
-                "policy classes and their queues (default_policy_family, uncached_isl_buckets, policy_classes, \
-                 models) are",
-            ));
-        }
-    }
     if doc.contains_key("request_classifier") {
         return Err(unbuilt("request_classifier is"));
     }
-    match (text(p, "router_mode"), doc.get("worker_selection")) {
-        (Some("kv"), Some(ws)) => worker_selection(ws),
-        _ => Ok(WorkerSelection::default()),
+    let kv = text(p, "router_mode") == Some("kv");
+    let classes = match kv {
+        true => super::classes::read(&doc, None)?,
+        false => super::classes::ClassProfiles::default(),
+    };
+    if !kv && ["default_policy_family", "policy_classes", "models"].iter().any(|k| doc.contains_key(*k)) {
+        p.warnings.push("--router-policy-config: policy classes apply to --router-mode kv only; ignored".into());
     }
+    let selection = match (kv, doc.get("worker_selection")) {
+        (true, Some(ws)) => worker_selection(ws)?,
+        _ => WorkerSelection::default(),
+    };
+    Ok((selection, classes))
 }
 
 /// Sets `dest` to `v` in `p`, as if given on the command line.
@@ -460,12 +461,13 @@ mod tests {
             (ws("{}", "aggregated").replace("dynamo-default-cost-fn", "thunderagent"), "thunderagent"),
             (ws("{}", "encode"), "worker_selection.encode"),
             (ws("{shared_cache_multiplier: 1.0}", "aggregated"), "shared_cache_multiplier"),
-            ("models: {m: {}}\n".to_string(), "policy classes"),
             ("request_classifier: {type: x}\n".to_string(), "request_classifier"),
         ] {
             let e = with(&yaml, KV).unwrap_err();
             assert!(e.contains(what) && e.contains("not implemented"), "{e}");
         }
+        let e = with("models: {m: {}}\n", KV).unwrap_err();
+        assert!(e.contains("model \"m\": missing field `default_policy_family`"), "{e}");
         // Outside kv mode the router is not built: its selection is not read.
         with(&ws("{bogus_param: 1}", "aggregated"), &[]).unwrap();
         assert!(with("router: {}\n", &[]).is_ok());

@@ -27,7 +27,7 @@ use std::rc::Rc;
 
 use serde_json::{json, Value};
 
-use super::dispatch::{dispatch, Started};
+use super::dispatch::{dispatch, Asked, Started};
 use crate::error::{Error, Kind};
 use crate::plane::payload::{FinishReason, PreprocessedRequest};
 use crate::plane::preprocessed::BootstrapInfo;
@@ -43,13 +43,12 @@ pub async fn dispatch_tokens(
     ctx: &Rc<ShardCtx>,
     model: &str,
     serving: &Serving,
-    pinned: Option<u64>,
-    session: Option<&str>,
+    asked: Asked<'_>,
     wire: &mut PreprocessedRequest,
     request: u128,
 ) -> Result<Started, Error> {
     let Some(pool) = serving.prefill.as_deref() else {
-        return dispatch(ctx, model, serving, pinned, session, wire, request).await;
+        return dispatch(ctx, model, serving, asked, wire, request).await;
     };
     // A migrated request is prefilled anew: nothing of an earlier hand-off is kept.
     wire.prefill_result = None;
@@ -60,16 +59,16 @@ pub async fn dispatch_tokens(
         r.prefill_dp_rank = None;
         r.dp_rank = None;
     }
-    if let (None, Some(decode)) = (pinned, skip_prefill(ctx, serving, pool, wire)) {
+    if let (None, Some(decode)) = (asked.pinned, skip_prefill(ctx, serving, pool, wire)) {
         // Conditional disaggregation: the decode worker prefills itself; the request is an
         // aggregated one, pinned to the worker the decode router would have chosen.
         wire.annotations.push(BYPASS.to_string());
         wire.router_config_override = None;
-        let started = dispatch(ctx, model, serving, Some(decode), session, wire, request).await;
+        let started = dispatch(ctx, model, serving, Asked { pinned: Some(decode), ..asked }, wire, request).await;
         count(ctx, model, Leg::Bypassed, started.is_ok());
         return started;
     }
-    let handoff = prefill(ctx, model, pool, wire, request).await;
+    let handoff = prefill(ctx, model, pool, asked.class, wire, request).await;
     count(ctx, model, Leg::Prefill, handoff.is_ok());
     let handoff = handoff?;
     let routing = wire.routing.get_or_insert_with(Default::default);
@@ -89,7 +88,7 @@ pub async fn dispatch_tokens(
         "track_prefill_tokens": false,
         "shared_cache_multiplier": null,
     })));
-    let started = dispatch(ctx, model, serving, pinned, session, wire, request).await;
+    let started = dispatch(ctx, model, serving, asked, wire, request).await;
     count(ctx, model, Leg::Decode, started.is_ok());
     started
 }
@@ -153,13 +152,15 @@ async fn prefill(
     ctx: &Rc<ShardCtx>,
     model: &str,
     pool: &Serving,
+    class: Option<&str>,
     wire: &PreprocessedRequest,
     request: u128,
 ) -> Result<Handoff, Error> {
     let mut leg =
         PrefillRequest { wire: wire.clone(), room_seed: ctx.router.next_u64(), handoff: crate::util::new_uuid() };
     leg.wire.stop_conditions.max_tokens = Some(1);
-    let mut started = dispatch(ctx, model, pool, None, None, &mut leg, request).await?;
+    let asked = Asked { class, ..Asked::default() };
+    let mut started = dispatch(ctx, model, pool, asked, &mut leg, request).await?;
     let routing = leg.wire.routing.as_ref();
     let worker = started.worker;
     let rank = routing.and_then(|r| r.prefill_dp_rank);

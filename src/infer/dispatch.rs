@@ -21,6 +21,7 @@ use smallvec::SmallVec;
 use crate::error::{Error, Kind};
 use crate::plane::stream::StreamEvent;
 use crate::registry::{Serving, Worker};
+use crate::router::kv::admit::Asking;
 use crate::router::kv::select::{Booking, Overlaps};
 use crate::router::session::{AffinityMode, Lease};
 use crate::router::{InFlight, Mode};
@@ -267,6 +268,14 @@ fn watches_load(ctx: &ShardCtx) -> bool {
     ctx.router.mode() != Mode::Kv && ctx.kv.ready()
 }
 
+/// What a caller asked of routing: a worker (`pinned`), a session, a policy class.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Asked<'a> {
+    pub pinned: Option<u64>,
+    pub session: Option<&'a str>,
+    pub class: Option<&'a str>,
+}
+
 /// Every usable worker is over a busy threshold (1.6.1's words; the status is
 /// `DYN_HTTP_OVERLOAD_STATUS_CODE`'s).
 fn overloaded() -> Error {
@@ -281,11 +290,11 @@ pub async fn dispatch<B: RequestBody>(
     ctx: &Rc<ShardCtx>,
     model: &str,
     serving: &Serving,
-    pinned: Option<u64>,
-    session: Option<&str>,
+    asked: Asked<'_>,
     wire: &mut B,
     request: u128,
 ) -> Result<Started, Error> {
+    let Asked { pinned, session, class } = asked;
     let request_id = crate::util::format_uuid(request);
     let bound = match session {
         Some(id) => ctx.sessions.bound(id)?,
@@ -302,7 +311,11 @@ pub async fn dispatch<B: RequestBody>(
     let mut remote = None;
     if let (Some(tokens), None, Mode::Kv) = (wire.prompt_tokens(), pinned, ctx.router.mode()) {
         let usable = ctx.router.usable(&serving.workers, &tried);
-        ctx.kv.wait_for_room(&serving.workers, &usable, &serving.limits, tokens.len()).await;
+        let asking = Asking { model, pool: serving.pool, class };
+        let rand = || ctx.router.next_u64();
+        if let Err(r) = ctx.kv.wait_for_room(asking, &serving.workers, &usable, &serving.limits, tokens, rand).await {
+            return Err(Error::new(Kind::Overloaded, r.message()).with_details(r.details()));
+        }
         if ctx.shared.config.use_remote_indexer && ctx.kv.ready() {
             remote = Some(super::remote_index::overlaps(ctx, serving, tokens).await?);
         }

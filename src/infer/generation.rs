@@ -25,7 +25,7 @@ use smallvec::SmallVec;
 
 use super::choice::{Choice, Frame, Inactivity, Mode, ShardTokenizer, TokenState};
 use super::disagg::dispatch_tokens;
-use super::dispatch::dispatch;
+use super::dispatch::{dispatch, Asked};
 use super::migrate::Migration;
 use super::preprocess;
 use super::request::{AnnotationKind, InferRequest, Input};
@@ -397,8 +397,7 @@ async fn choices(
             };
             let mut wire = *wire;
             *sent = Instant::now();
-            let started =
-                dispatch(ctx, model, serving, req.pinned, req.session.as_deref(), &mut wire, new_uuid()).await?;
+            let started = dispatch(ctx, model, serving, req.asked(), &mut wire, new_uuid()).await?;
             Ok((
                 vec![Choice::new(0, started, Mode::Tensors, None, None).with_timeout(Inactivity::of(ctx))],
                 annotations,
@@ -412,7 +411,7 @@ async fn choices(
             let mut v = serde_json::from_slice::<serde_json::Value>(&body)
                 .map_err(|e| Error::new(Kind::BadRequest, format!("Failed to deserialize the JSON body: {e}")))?;
             *sent = Instant::now();
-            let started = dispatch(ctx, model, serving, req.pinned, req.session.as_deref(), &mut v, new_uuid()).await?;
+            let started = dispatch(ctx, model, serving, req.asked(), &mut v, new_uuid()).await?;
             Ok((vec![Choice::new(0, started, Mode::Chunks, None, None).with_timeout(Inactivity::of(ctx))], annotations))
         }
         ModelKind::Tokens(tokens) => {
@@ -449,9 +448,11 @@ async fn choices(
             if prepared.prompts.len() == 1 && n == 1 {
                 let mut p = prepared.prompts.into_iter().next().expect("one prompt");
                 let prompt_tokens = p.wire.token_ids.len() as u32;
-                let (pinned, session) = (req.pinned, req.session.as_deref());
-                let started = dispatch_tokens(ctx, model, serving, pinned, session, &mut p.wire, new_uuid()).await?;
-                let migration = Migration::new(ctx, serving, p.wire, req.pinned.is_some(), started.request);
+                let started = dispatch_tokens(ctx, model, serving, req.asked(), &mut p.wire, new_uuid()).await?;
+                let mut migration = Migration::new(ctx, serving, p.wire, req.pinned.is_some(), started.request);
+                if let Some(m) = migration.as_mut() {
+                    m.class = req.policy_class.clone();
+                }
                 // The only choice: it takes the stop conditions rather than a copy.
                 let choice = Choice::new(0, started, state(prompt_tokens, prepared.stop), p.echo, migration)
                     .with_timeout(Inactivity::of(ctx));
@@ -466,12 +467,11 @@ async fn choices(
                         *seed = seed.wrapping_add(i64::from(sample));
                     }
                     let index = i as u32 * n + sample;
-                    let (ctx, serving, pinned, session) =
-                        (ctx.clone(), serving.clone(), req.pinned, req.session.clone());
+                    let (ctx, serving, pinned, session, class) =
+                        (ctx.clone(), serving.clone(), req.pinned, req.session.clone(), req.policy_class.clone());
                     let handle = monoio::spawn(async move {
-                        let session = session.as_deref();
-                        let r = dispatch_tokens(&ctx, &serving.name, &serving, pinned, session, &mut wire, new_uuid())
-                            .await;
+                        let asked = Asked { pinned, session: session.as_deref(), class: class.as_deref() };
+                        let r = dispatch_tokens(&ctx, &serving.name, &serving, asked, &mut wire, new_uuid()).await;
                         (r, wire)
                     });
                     pending.push((index, handle, p.echo.clone()));

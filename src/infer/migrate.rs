@@ -58,6 +58,8 @@ pub(super) struct Migration {
     pub moved: bool,
     /// When the last move began (for `model_migration_duration_seconds`).
     moved_at: std::time::Instant,
+    /// The policy class the request asked for, asked again on the next worker.
+    pub class: Option<Rc<str>>,
 }
 
 impl Migration {
@@ -89,6 +91,7 @@ impl Migration {
             resend: None,
             moved: false,
             moved_at: std::time::Instant::now(),
+            class: None,
         });
         m.check_length();
         Some(m)
@@ -150,10 +153,11 @@ impl Migration {
         let stop = &mut wire.stop_conditions;
         stop.max_tokens = self.max_tokens.map(|n| n.saturating_sub(self.generated));
         stop.min_tokens = self.min_tokens.map(|n| n.saturating_sub(self.generated));
-        let (ctx, serving, request) = (self.ctx.clone(), self.serving.clone(), self.request);
+        let (ctx, serving, request, class) = (self.ctx.clone(), self.serving.clone(), self.request, self.class.clone());
         self.resend = Some(Box::pin(async move {
+            let asked = super::dispatch::Asked { class: class.as_deref(), ..Default::default() };
             let started =
-                super::disagg::dispatch_tokens(&ctx, &serving.name, &serving, None, None, &mut wire, request).await;
+                super::disagg::dispatch_tokens(&ctx, &serving.name, &serving, asked, &mut wire, request).await;
             (started, wire)
         }));
         true

@@ -49,6 +49,8 @@ pub struct InferRequest {
     pub pinned: Option<u64>,
     /// The session the request's headers name, when session affinity is on.
     pub session: Option<std::rc::Rc<str>>,
+    /// The policy class (or family) its `x-dynamo-meta-policy-class` header names.
+    pub policy_class: Option<std::rc::Rc<str>>,
     /// The API key it came with (`--api-keys-file`): charged its tokens when it ends.
     pub key: ApiKey,
     /// `nvext.annotations`: forwarded to the worker; those the driver answers itself
@@ -77,13 +79,24 @@ pub struct InferRequest {
 #[derive(Clone, Default)]
 pub struct Caller {
     pub session: Option<std::rc::Rc<str>>,
+    pub policy_class: Option<std::rc::Rc<str>>,
     pub key: ApiKey,
 }
 
 impl InferRequest {
+    /// What the request asks of routing: its pinned worker, session and policy class.
+    pub fn asked(&self) -> super::dispatch::Asked<'_> {
+        super::dispatch::Asked {
+            pinned: self.pinned,
+            session: self.session.as_deref(),
+            class: self.policy_class.as_deref(),
+        }
+    }
+
     /// Take the session and key of `caller`.
     pub fn set_caller(&mut self, caller: Caller) {
         self.session = caller.session;
+        self.policy_class = caller.policy_class;
         self.key = caller.key;
     }
 
@@ -102,6 +115,7 @@ impl InferRequest {
             logprobs: false,
             pinned: None,
             session: None,
+            policy_class: None,
             key: None,
             annotations: Vec::new(),
             routing: RoutingHints::default(),

@@ -128,3 +128,91 @@ impl KvStats {
         }
     }
 }
+
+/// One policy class of one model's worker pool, as the kv router's queue counts it
+/// (process-wide).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClassRow {
+    pub model: String,
+    pub pool: crate::registry::Pool,
+    pub class: String,
+    /// Waiting now: requests, their prompt tokens, their cached-token estimates.
+    pub pending: [u64; 3],
+    /// Requests classified into the class.
+    pub received: u64,
+    /// Requests refused at the request, prompt-token and cached-token limits.
+    pub refused: [u64; 3],
+}
+
+/// Dynamo 1.6.1's per-class router queue families (`{prefix}_router_queue_*`,
+/// `{prefix}_router_admission_*`), labelled `model`, `worker_type` and `policy_class`; an
+/// aggregated pool is labelled `decode`, as 1.6.1's decode router serves it.
+pub fn render_classes(out: &mut String, prefix: &str, rows: &[ClassRow]) {
+    use std::fmt::Write;
+    if rows.is_empty() {
+        return;
+    }
+    // 1.6.1's label order (alphabetical): model, policy_class, [reason,] worker_type.
+    let labels = |r: &ClassRow, reason: &str| {
+        let kind = match r.pool {
+            crate::registry::Pool::Prefill => "prefill",
+            _ => "decode",
+        };
+        let reason = if reason.is_empty() { String::new() } else { format!("reason=\"{reason}\",") };
+        format!(
+            "model=\"{}\",policy_class=\"{}\",{reason}worker_type=\"{kind}\"",
+            super::families::escape(&r.model),
+            super::families::escape(&r.class)
+        )
+    };
+    let mut family = |name: &str, kind: &str, help: &str, value: &dyn Fn(&ClassRow) -> Vec<(&'static str, u64)>| {
+        let _ = write!(out, "# HELP {prefix}_{name} {help}\n# TYPE {prefix}_{name} {kind}\n");
+        for r in rows {
+            for (reason, v) in value(r) {
+                let _ = writeln!(out, "{prefix}_{name}{{{}}} {v}", labels(r, reason));
+            }
+        }
+    };
+    family(
+        "router_admission_received_total",
+        "counter",
+        "Total attempts received by router admission; includes retries and excludes advisory probes",
+        &|r| vec![("", r.received)],
+    );
+    family(
+        "router_admission_rejected_total",
+        "counter",
+        "Total router admission rejections by deadline reason",
+        &|_| vec![("due_time_passed", 0), ("predicted_miss", 0)],
+    );
+    family(
+        "router_queue_backpressure_total",
+        "counter",
+        "Total number of router scheduler queue backpressure rejections",
+        &|r| {
+            vec![
+                ("cached_token_limit", r.refused[2]),
+                ("raw_isl_token_limit", r.refused[1]),
+                ("request_limit", r.refused[0]),
+            ]
+        },
+    );
+    family(
+        "router_queue_pending_cached_tokens",
+        "gauge",
+        "Estimated cached tokens for requests pending in the router scheduler queue",
+        &|r| vec![("", r.pending[2])],
+    );
+    family(
+        "router_queue_pending_isl_tokens",
+        "gauge",
+        "Sum of isl_tokens for requests pending in the router scheduler queue",
+        &|r| vec![("", r.pending[1])],
+    );
+    family(
+        "router_queue_pending_requests",
+        "gauge",
+        "Number of requests pending in the router scheduler queue",
+        &|r| vec![("", r.pending[0])],
+    );
+}

@@ -54,21 +54,36 @@ pub async fn input_tokens(ctx: &Rc<ShardCtx>, req: &Request) -> Response {
 /// The API key a request was admitted with (`--api-keys-file`).
 pub type Key = crate::infer::ApiKey;
 
-/// Who sent `req`: the session its headers name (when session affinity is on) and its `key`.
+/// Who sent `req`: the session its headers name (when session affinity is on), the policy
+/// class it asks for, and its `key`.
 pub fn caller(ctx: &ShardCtx, req: &Request, key: Key) -> crate::infer::Caller {
     let session = match ctx.sessions.enabled() {
         true => session_id(|name| req.header(name)).map(Rc::from),
         false => None,
     };
-    crate::infer::Caller { session, key }
+    let policy_class = req
+        .header(POLICY_CLASS_HEADER)
+        .and_then(|v| std::str::from_utf8(v).ok())
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+        .map(Rc::from);
+    crate::infer::Caller { session, policy_class, key }
 }
+
+/// The header naming a request's policy class or family (1.6.1's metadata header
+/// `x-dynamo-meta-` with the key `policy-class`); a name no class or family has means the
+/// default family.
+pub const POLICY_CLASS_HEADER: &str = "x-dynamo-meta-policy-class";
 
 /// An overload refusal: 1.6.1's flat body with the status `DYN_HTTP_OVERLOAD_STATUS_CODE`
 /// sets (529 by default), and `Retry-After` (which 1.6.1 does not send) so a client knows it
 /// may come back.
 fn overloaded(ctx: &ShardCtx, e: &Error) -> Response {
     let status = ctx.shared.config.overload_status;
-    let body = serde_json::json!({"message": e.message(), "type": "Overloaded", "code": status});
+    let mut body = serde_json::json!({"message": e.message(), "type": "Overloaded", "code": status});
+    if let Some(d) = e.details() {
+        body["details"] = d.clone();
+    }
     Response::json(status, serde_json::to_vec(&body).unwrap_or_default()).with_header("retry-after", "1")
 }
 

@@ -120,6 +120,7 @@ pub async fn metrics(ctx: &ShardCtx, keys: Option<&crate::auth::Keys>) -> Respon
     let discovery = metrics::Discovery { skipped: &skipped };
     let prefix = &shared.config.metrics_prefix;
     let mut text = metrics::render(prefix, &merged, &served, &discovery, uptime, shared.inboxes.len());
+    metrics::kv::render_classes(&mut text, prefix, &shared.class_book.rows());
     if let Some(keys) = keys {
         keys.render(&mut text);
     }

@@ -79,6 +79,8 @@ pub struct Shared {
     /// Inbox of every shard, by shard id.
     pub inboxes: Vec<flume::Sender<ShardMsg>>,
     pub started: Instant,
+    /// The kv router queue's per-class counts, every shard's.
+    pub class_book: Arc<crate::router::kv::queue::ClassBook>,
 }
 
 /// A shard's own state, reachable from every task on it.
@@ -184,8 +186,13 @@ impl Server {
             ),
             None => None,
         };
-        let shared =
-            Arc::new(Shared { config: config.clone(), nats, inboxes: senders.clone(), started: Instant::now() });
+        let shared = Arc::new(Shared {
+            config: config.clone(),
+            nats,
+            inboxes: senders.clone(),
+            started: Instant::now(),
+            class_book: Default::default(),
+        });
         let (ready_tx, ready_rx) = mpsc::channel::<io::Result<(usize, &'static str)>>();
         let mut threads = Vec::with_capacity(n);
         for (id, (listener, inbox)) in listeners.into_iter().zip(receivers).enumerate() {
@@ -372,7 +379,7 @@ async fn shard_main<S: Service + crate::h2::Handler>(
         },
         kv: crate::router::kv::select::KvSelector::new(cfg.kv_cost, cfg.kv_busy)
             .with_selectors(cfg.kv_selectors)
-            .with_queue(cfg.kv_queue),
+            .with_classes(cfg.kv_classes.clone(), shared.class_book.clone()),
         offloads: RefCell::new(std::collections::HashMap::new()),
         shared: shared.clone(),
         metrics: ShardMetrics::default(),

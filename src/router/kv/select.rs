@@ -30,7 +30,6 @@ use super::cost::{choose, choose_roomiest, choose_two_tier, logit, Candidate, Co
 use super::hash::{local_block_hashes, sequence_hashes, BlockHashOptions};
 use super::index::{BlockPair, IndexOp, Owner};
 use super::predict::Prediction;
-use super::queue::{Queue, QueueConfig, RECHECK};
 use super::replica::IndexReplica;
 use crate::metrics::kv::IngestStats;
 use crate::registry::{CardLimits, Pool, Worker};
@@ -114,7 +113,7 @@ pub struct Overloaded;
 pub struct KvSelector {
     replica: RefCell<Option<IndexReplica>>,
     ingest: RefCell<Option<Arc<IngestStats>>>,
-    bookings: Bookings,
+    pub(super) bookings: Bookings,
     approximate: std::cell::Cell<bool>,
     predicted: std::cell::Cell<bool>,
     params: CostParams,
@@ -125,7 +124,7 @@ pub struct KvSelector {
     /// (`POST /busy_threshold`, broadcast to every shard).
     busy: BusyThresholds,
     busy_set: RefCell<std::collections::HashMap<String, BusyThresholds>>,
-    queue: Option<Queue>,
+    queues: super::admit::Queues,
     stats: RefCell<KvStats>,
 }
 
@@ -153,7 +152,7 @@ impl KvSelector {
             selectors: Selectors::same(params),
             busy,
             busy_set: RefCell::default(),
-            queue: None,
+            queues: Default::default(),
             stats: RefCell::default(),
         }
     }
@@ -180,46 +179,46 @@ impl KvSelector {
         }
     }
 
-    /// With the router queue (`--router-queue-threshold`).
-    pub fn with_queue(mut self, queue: Option<QueueConfig>) -> KvSelector {
-        self.queue = queue.map(Queue::new);
+    /// With the router queue's policy classes (`--router-queue-threshold`,
+    /// `--router-policy-config`) and the process's class counts.
+    pub fn with_classes(
+        mut self,
+        profiles: crate::config::classes::ClassProfiles,
+        book: Arc<super::queue::ClassBook>,
+    ) -> KvSelector {
+        self.queues = super::admit::Queues::new(profiles, book);
         self
     }
 
-    /// With the router queue on: waits, parked, while every usable worker is prefill-busy
-    /// (or earlier requests are parked); returns at once otherwise.
-    pub async fn wait_for_room(&self, workers: &[Worker], usable: &[usize], limits: &CardLimits, isl: usize) {
-        let Some(q) = &self.queue else { return };
-        if q.is_empty() && !self.all_prefill_busy(workers, usable, limits, q.config.threshold_frac) {
-            return;
-        }
-        let ticket = q.park(isl as u64);
-        loop {
-            monoio::time::sleep(RECHECK).await;
-            if ticket.is_head() && !self.all_prefill_busy(workers, usable, limits, q.config.threshold_frac) {
-                return;
-            }
-        }
+    pub(super) fn queues(&self) -> &super::admit::Queues {
+        &self.queues
     }
 
-    /// Whether every usable worker has more than `frac · max_num_batched_tokens` prefill
-    /// tokens booked (false without usable workers or a batch size).
-    fn all_prefill_busy(&self, workers: &[Worker], usable: &[usize], limits: &CardLimits, frac: f64) -> bool {
-        if usable.is_empty() || limits.max_num_batched_tokens == 0 {
-            return false;
-        }
+    /// The replica's pending index events and loads applied.
+    pub(super) fn bring_up_to_date(&self) {
         if let Some(r) = self.replica.borrow_mut().as_mut() {
             self.drain(r);
         }
-        let cap = frac * limits.max_num_batched_tokens as f64;
-        let table = self.bookings.table.borrow();
-        usable.iter().all(|&i| {
-            let w = &workers[i];
-            w.dp_ranks().all(|r| {
-                let owner = Owner { worker_id: w.instance_id, dp_rank: r };
-                table.get(owner).is_some_and(|a| a.prefill_tokens as f64 > cap)
-            })
-        })
+    }
+
+    /// The most prompt tokens any usable worker rank of `pool` holds (lower tiers at their
+    /// weights), as the queue classifies a request by its uncached length.
+    pub fn best_cached(
+        &self,
+        pool: Pool,
+        workers: &[Worker],
+        usable: &[usize],
+        tokens: &[u32],
+        limits: &CardLimits,
+        mut rand: impl FnMut() -> u64,
+    ) -> u64 {
+        let Ok(Some(e)) =
+            self.evaluate(BusyThresholds::default(), pool, workers, usable, tokens, limits, None, &mut rand)
+        else {
+            return 0;
+        };
+        let p = self.cost_params(pool);
+        e.cands.iter().map(|c| Self::cached_tokens(p, c, e.block_size)).max().unwrap_or(0)
     }
 
     /// Install this shard's index replica (sent once by the event-ingest side).
@@ -252,10 +251,7 @@ impl KvSelector {
         if let Some(i) = self.ingest.borrow().as_ref() {
             st.ingest = i.counts();
         }
-        if let Some(q) = &self.queue {
-            st.queued = q.len() as u64;
-            st.queued_total = q.parked_total.get();
-        }
+        (st.queued, st.queued_total) = self.queues.counts();
         st
     }
 
@@ -347,7 +343,7 @@ impl KvSelector {
             (true, true) => seq,
             (true, false) => seq.iter().map(|_| rand()).collect(),
         };
-        let queue_depth = self.queue.as_ref().map_or(0, |q| q.len() as u32);
+        let queue_depth = self.queues.counts().0 as u32;
         let rate = if tokens.is_empty() { 0.0 } else { cached as f64 / tokens.len() as f64 };
         let booking = self.bookings.book(owner, prefill_tokens, ids, request).with_hit(KvHit { rate, queue_depth });
         let mut st = self.stats.borrow_mut();

@@ -100,7 +100,6 @@ run() { # kind scenario: prints the outcome of one scenario through one kind of 
   kill "$f" "$mocker"; wait "$f" "$mocker" 2>/dev/null || true
 }
 
-fail() { echo "FAIL: $1" >&2; [ -n "${2:-}" ] && tail -20 "$2" >&2; exit 1; }
 
 for scenario in limits buckets; do
   for kind in sy dy; do

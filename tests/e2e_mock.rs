@@ -1214,8 +1214,13 @@ fn a_two_tier_instance_selects_for_the_aggregated_pool() {
         per_worker
     };
     let two_tier = decisions(&["--router-policy-config", policy.to_str().unwrap()]);
-    std::fs::remove_file(&policy).unwrap();
     assert_eq!(two_tier, [4], "two-tier on an idle deployment: one worker");
+    // `thunderagent`: the least booked load, ties to the lowest worker id — one worker too.
+    std::fs::write(&policy, "worker_selection:\n  aggregated: ta\n  instances:\n  - {name: ta, type: thunderagent}\n")
+        .unwrap();
+    let thunder = decisions(&["--router-policy-config", policy.to_str().unwrap()]);
+    std::fs::remove_file(&policy).unwrap();
+    assert_eq!(thunder, [4], "thunderagent on an idle deployment: one worker");
     let cost = decisions(&[]);
     assert!(cost.len() >= 2 && cost.iter().sum::<u64>() == 4, "the cost function spreads fresh prompts: {cost:?}");
 }

@@ -14,8 +14,9 @@
 //!
 //! * policy classes (kv mode): the root profile and `models:`, read by [`super::classes`].
 //!
-//! Refused by name: `request_classifier`, the `thunderagent` selector type, an `encode`
-//! selection, and a non-zero `shared_cache_multiplier`.
+//! Refused by name: `request_classifier` (`thunderagent`'s session-aware admission is not
+//! built; its worker selector type is), an `encode` selection, and a non-zero
+//! `shared_cache_multiplier`.
 
 use serde_json::{Map, Value as Json};
 
@@ -172,6 +173,8 @@ enum Instance {
     Cost(Vec<(&'static str, f64)>),
     /// `dynamo-two-tier-cost-fn`.
     TwoTier(Selector),
+    /// `thunderagent`.
+    LeastLoad,
 }
 
 /// What the file's `worker_selection` says (kv mode; empty otherwise).
@@ -218,7 +221,12 @@ fn worker_selection(ws: &Json) -> Result<WorkerSelection, ConfigError> {
         let instance = match kind {
             "dynamo-default-cost-fn" => Instance::Cost(cost_parameters(kind, params)?),
             "dynamo-two-tier-cost-fn" => Instance::TwoTier(two_tier(kind, params)?),
-            _ => return Err(unbuilt(&format!("worker-selection policy type \"{kind}\" is"))),
+            _ => {
+                if let Some(k) = params.keys().next() {
+                    return Err(invalid_params(kind, format!("unknown field `{k}`, there are no fields")));
+                }
+                Instance::LeastLoad
+            }
         };
         out.instances.push((name.to_string(), instance));
     }
@@ -353,6 +361,7 @@ pub(super) fn selectors(
         };
         Ok(match instance {
             Instance::TwoTier(s) => *s,
+            Instance::LeastLoad => Selector::LeastLoad,
             Instance::Cost(set) => {
                 let mut c = cost;
                 for &(dest, x) in set {
@@ -456,9 +465,13 @@ mod tests {
         let e = with(&ws("{}", "aggregated").replace("aggregated: mine", "aggregated: theirs"), KV).unwrap_err();
         assert!(e.ends_with("worker_selection aggregated \"theirs\" does not name a configured instance"), "{e}");
         assert!(with("worker_selection: {}\n", KV).unwrap_err().contains("must define an instance"));
+        // `thunderagent` takes no parameters.
+        let thunder = ws("{}", "aggregated").replace("dynamo-default-cost-fn", "thunderagent");
+        assert_eq!(with(&thunder, KV).unwrap().kv_selectors.aggregated, Selector::LeastLoad);
+        let e = with(&ws("{x: 1}", "aggregated").replace("dynamo-default-cost-fn", "thunderagent"), KV).unwrap_err();
+        assert!(e.ends_with("\"thunderagent\": unknown field `x`, there are no fields"), "{e}");
         // Refused by name.
         for (yaml, what) in [
-            (ws("{}", "aggregated").replace("dynamo-default-cost-fn", "thunderagent"), "thunderagent"),
             (ws("{}", "encode"), "worker_selection.encode"),
             (ws("{shared_cache_multiplier: 1.0}", "aggregated"), "shared_cache_multiplier"),
             ("request_classifier: {type: x}\n".to_string(), "request_classifier"),

@@ -103,6 +103,10 @@ pub enum Selector {
     /// both thresholds, else least loaded among the best device overlaps when that overlap
     /// covers more than `cache_threshold` of the prompt's blocks, else least loaded.
     TwoTier { cache_threshold: f64, balance_abs_threshold: u64, balance_rel_threshold: f64 },
+    /// `thunderagent` (without its request classifier): the rank with the least booked
+    /// prefill tokens plus potential decode blocks × block size; ties to the lower
+    /// (worker id, rank). No cache term.
+    LeastLoad,
 }
 
 /// The selector of each worker pool (aggregated workers, and the prefill and decode workers

@@ -175,6 +175,14 @@ pub fn choose_two_tier(
     least(&|_| true)
 }
 
+/// `thunderagent`'s worker selection (1.6.1, without its classifier's preferred worker): the
+/// candidate with the least booked prefill tokens plus potential decode blocks × block
+/// size, ties to the lowest `(worker id, rank)` in `keys`.
+pub fn choose_least_load(cands: &[Candidate], keys: &[(u64, u32)], block_size: u32) -> Option<usize> {
+    let load = |c: &Candidate| c.active_prefill_tokens + c.decode_blocks * u64::from(block_size);
+    (0..cands.len()).min_by_key(|&k| (load(&cands[k]), keys[k]))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -274,6 +282,22 @@ mod tests {
             seen[choose_roomiest(&[0.0, 1.0], &[50, 0], 1.0, &mut counter).unwrap()] += 1;
         }
         assert!((1300..1620).contains(&seen[0]), "{seen:?}");
+    }
+
+    #[test]
+    fn least_load_adds_prefill_tokens_to_decode_blocks_and_ignores_the_cache() {
+        let c = |prefill: u64, decode: u64, overlap: u32| Candidate {
+            active_prefill_tokens: prefill,
+            decode_blocks: decode,
+            overlap_blocks: overlap,
+            ..Default::default()
+        };
+        let keys = [(9, 0), (3, 1), (3, 0)];
+        // 100 + 2×16 = 132 against 0 + 10×16 = 160 and 150 + 0: the first, cache or not.
+        assert_eq!(choose_least_load(&[c(100, 2, 0), c(0, 10, 50), c(150, 0, 0)], &keys, 16), Some(0));
+        // Equal loads: the lowest (worker id, rank).
+        assert_eq!(choose_least_load(&[c(16, 0, 0), c(0, 1, 0), c(16, 0, 9)], &keys, 16), Some(2));
+        assert_eq!(choose_least_load(&[], &[], 16), None);
     }
 
     #[test]

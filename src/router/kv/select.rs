@@ -26,7 +26,9 @@ use std::sync::Arc;
 
 pub use super::active::Booking;
 use super::active::{Bookings, KvHit, Upstream};
-use super::cost::{choose, choose_roomiest, choose_two_tier, logit, Candidate, CostParams, RequestShape};
+use super::cost::{
+    choose, choose_least_load, choose_roomiest, choose_two_tier, logit, Candidate, CostParams, RequestShape,
+};
 use super::hash::{local_block_hashes, sequence_hashes, BlockHashOptions};
 use super::index::{BlockPair, IndexOp, Owner};
 use super::predict::Prediction;
@@ -167,7 +169,7 @@ impl KvSelector {
     fn cost_params(&self, pool: Pool) -> &CostParams {
         match self.selector(pool) {
             Selector::Cost(p) => p,
-            Selector::TwoTier { .. } => &self.params,
+            Selector::TwoTier { .. } | Selector::LeastLoad => &self.params,
         }
     }
 
@@ -477,6 +479,10 @@ impl KvSelector {
         {
             let isl = tokens.len() as u64;
             choose_two_tier(&cands, isl, block_size, cache_threshold, balance_abs_threshold, balance_rel_threshold)
+        } else if *self.selector(pool) == Selector::LeastLoad {
+            let keys: smallvec::SmallVec<[(u64, u32); 16]> =
+                ranks.iter().map(|&(_, o)| (o.worker_id, o.dp_rank)).collect();
+            choose_least_load(&cands, &keys, block_size)
         } else if self.params.prefer_room {
             let replica = self.replica.borrow();
             let cached: smallvec::SmallVec<[u64; 16]> =

@@ -59,7 +59,7 @@ impl Server {
         let server = Server { child, addr };
         let t0 = Instant::now();
         while !server.models().contains("qwen3") {
-            assert!(t0.elapsed() < Duration::from_secs(30), "the embedded model never appeared");
+            assert!(t0.elapsed() < Duration::from_secs(90), "the embedded model never appeared");
             std::thread::sleep(Duration::from_millis(50));
         }
         server

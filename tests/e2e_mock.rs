@@ -94,7 +94,8 @@ fn wait_models(addr: std::net::SocketAddr, want: impl Fn(&[&str]) -> bool) -> bo
         if streak == 8 {
             return true;
         }
-        if t0.elapsed() > Duration::from_secs(20) {
+        // Loading model files takes seconds; many more on a loaded machine.
+        if t0.elapsed() > Duration::from_secs(90) {
             return false;
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -1381,7 +1382,8 @@ fn a_parked_request_whose_client_leaves_leaves_the_queue() {
 /// Policy classes of `--router-policy-config`: a class waits while the worker is busy by its
 /// own threshold, at most its per-worker limit of requests (past it, 529 with 1.6.1's
 /// `details`); a request whose `x-dynamo-meta-policy-class` header names an explicit class
-/// without thresholds goes at once past the backlog; the per-class families count it all.
+/// without thresholds goes at once past the backlog, and so does one of a class that may
+/// never wait while it is not busy; the per-class families count it all.
 #[test]
 fn policy_classes_queue_refuse_and_let_an_explicit_class_pass() {
     let policy = std::env::temp_dir().join(format!("sy-e2e-classes-{}.yaml", std::process::id()));
@@ -1392,7 +1394,8 @@ fn policy_classes_queue_refuse_and_let_an_explicit_class_pass() {
          policy_classes:\n\
          \x20 - {name: standard, policy_family: standard, cache_bucket: all, quantum: 1, prefill_busy_threshold: 100,\n\
          \x20    request_queue_limit_per_worker: 1}\n\
-         \x20 - {name: vip, quantum: 1000}\n",
+         \x20 - {name: vip, quantum: 1000}\n\
+         \x20 - {name: batch, quantum: 1, prefill_busy_threshold: 100000, request_queue_limit_per_worker: 0}\n",
     )
     .unwrap();
     let (s, ingest) =
@@ -1443,12 +1446,21 @@ fn policy_classes_queue_refuse_and_let_an_explicit_class_pass() {
         std::thread::sleep(Duration::from_millis(10));
     }
     assert_eq!(gauge(&scrape(&s), "standard"), Some(1), "the standard request went before the worker freed");
-    for (name, h) in [("busy", busy), ("parked", parked), ("vip", vip)] {
+    // `batch` may never wait (limit 0) and is not busy by its threshold: it goes at once,
+    // whatever waits in `standard`.
+    let batch = send("X-Dynamo-Meta-Policy-Class: batch\r\n", "a batch one".into());
+    let t0 = Instant::now();
+    while s.worker.stats().frames < 3 {
+        assert!(t0.elapsed() < Duration::from_secs(2), "the batch request did not reach the worker");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(gauge(&scrape(&s), "standard"), Some(1), "the standard request went before the worker freed");
+    for (name, h) in [("busy", busy), ("parked", parked), ("vip", vip), ("batch", batch)] {
         let r = h.join().unwrap();
         assert_eq!(r.status, 200, "{name}: {}", String::from_utf8_lossy(&r.body));
     }
     let text = scrape(&s);
-    assert_eq!((gauge(&text, "standard"), gauge(&text, "vip")), (Some(0), Some(0)));
+    assert_eq!((gauge(&text, "standard"), gauge(&text, "vip"), gauge(&text, "batch")), (Some(0), Some(0), Some(0)));
     let labels = |class: &str| format!("model=\"qwen3-mock\",policy_class=\"{class}\"");
     let decode = "worker_type=\"decode\"";
     assert_lines(

@@ -355,7 +355,7 @@ fn tls_stack(tag: &str, driver: &str, ca: &Ca, itl: Duration) -> (common::stack:
             let mut tls = connect(s.addr(), client_config(ca, &[b"http/1.1"], None)).await.unwrap();
             let (_, body) = get_h1(&mut tls, "/v1/models").await.unwrap();
             streak = if body.contains(MODEL) { streak + 1 } else { 0 };
-            assert!(t0.elapsed() < Duration::from_secs(20), "the model never appeared");
+            assert!(t0.elapsed() < Duration::from_secs(90), "the model never appeared");
         }
     });
     (s, dir)

@@ -83,7 +83,12 @@ impl KvSelector {
         let part = q.partition(asking.model, asking.pool);
         part.received(class);
         let busy = |c: &PolicyClass| c.queues() && self.all_prefill_busy(c, workers, usable, limits);
-        if part.is_empty() && !busy(&profile.classes[class]) {
+        let c = &profile.classes[class];
+        // A request goes at once when its class is not busy and nothing waits — or, for a
+        // class with a limit of 0 (it never waits), whatever waits in other classes; else it
+        // waits or is refused (1.6.1's admission order).
+        let never_queues = c.limits.contains(&Some(0));
+        if !busy(c) && (never_queues || part.is_empty()) {
             return Ok(());
         }
         if let Some(r) = part.refusal(class, workers.len() as u64) {

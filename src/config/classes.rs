@@ -164,11 +164,6 @@ impl ClassProfiles {
     pub fn for_model(&self, model: &str) -> &Arc<PolicyProfile> {
         self.models.iter().find(|(m, _)| m == model).map(|(_, p)| p).or(self.root.as_ref()).unwrap_or(&self.fallback)
     }
-
-    /// Whether the file defined any profile.
-    pub fn configured(&self) -> bool {
-        self.root.is_some() || !self.models.is_empty()
-    }
 }
 
 /// The profiles of a `--router-policy-config` document (already checked to be a mapping);
@@ -465,7 +460,7 @@ models:
         let q = QueueConfig { threshold_frac: 0.5, policy: Policy::Wspt };
         let none = read(&doc("router: {}"), Some(q)).unwrap();
         let p = none.for_model("m");
-        assert!(p.synthetic && !none.configured());
+        assert!(p.synthetic && none.root.is_none() && none.models.is_empty());
         assert_eq!(
             (p.classes[0].name.as_str(), p.classes[0].busy_frac, p.classes[0].policy),
             ("default", Some(0.5), Policy::Wspt)

@@ -70,16 +70,16 @@ impl KvSelector {
     ) -> Result<(), Refusal> {
         let q = self.queues();
         let profile = q.profiles.for_model(asking.model);
-        let wspt = profile.classes.iter().any(|c| c.policy == Policy::Wspt);
         if profile.synthetic && !profile.queues() {
             return Ok(());
         }
         let isl = tokens.len() as u64;
-        let cached = match !profile.synthetic || wspt {
-            true => self.best_cached(asking.pool, workers, usable, tokens, limits, rand).min(isl),
-            false => 0,
-        };
-        let class = profile.class_of(asking.class, isl - cached);
+        // The cached length: for the bucket when the profile has several, else only once the
+        // request waits (its cost and the waiting totals).
+        let mut rand = rand;
+        let mut best_cached = || self.best_cached(asking.pool, workers, usable, tokens, limits, &mut rand).min(isl);
+        let early = profile.buckets_by_cache().then(&mut best_cached);
+        let class = profile.class_of(asking.class, isl - early.unwrap_or(0));
         let part = q.partition(asking.model, asking.pool);
         part.received(class);
         let busy = |c: &PolicyClass| c.queues() && self.all_prefill_busy(c, workers, usable, limits);
@@ -94,6 +94,11 @@ impl KvSelector {
         if let Some(r) = part.refusal(class, workers.len() as u64) {
             return Err(r);
         }
+        let cached = match early {
+            Some(c) => c,
+            None if !profile.synthetic || c.policy == Policy::Wspt => best_cached(),
+            None => 0,
+        };
         let ticket = part.park(class, isl, cached);
         loop {
             part.release_next(&|c| !busy(c));

@@ -30,7 +30,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 pub use crate::config::classes::{LimitKind, PolicyClass, PolicyProfile};
-pub use crate::config::settings::{Policy, QueueConfig};
+pub use crate::config::settings::Policy;
 use crate::registry::Pool;
 
 /// How often a parked request looks again.
@@ -303,11 +303,6 @@ impl Ticket {
         let classes = self.part.classes.borrow();
         classes[self.class].entries.iter().any(|e| e.id == self.id && e.released)
     }
-
-    /// The class this request waits in.
-    pub fn class(&self) -> usize {
-        self.class
-    }
 }
 
 impl Drop for Ticket {
@@ -329,7 +324,6 @@ impl Drop for Ticket {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::settings::QueueConfig;
 
     fn class(name: &str, policy: Policy, quantum: u64) -> PolicyClass {
         PolicyClass { name: name.into(), policy, quantum, busy_tokens: Some(0), busy_frac: None, limits: [None; 3] }
@@ -369,7 +363,6 @@ mod tests {
         assert!(p.is_empty());
         assert_eq!(p.parked_total.get(), 4);
         assert_eq!(Policy::parse("lcfs"), None);
-        let _ = QueueConfig { threshold_frac: 0.5, policy: Policy::Fcfs };
     }
 
     #[test]

@@ -6,9 +6,13 @@
 enter_loopback_namespace() {
   local script=$1; shift
   if [ "${1:-}" != "--inside" ]; then
-    bash scripts/install-dynamo.sh >/dev/null
-    bash scripts/install-system.sh >/dev/null
-    bash scripts/fetch-models.sh qwen3 >/dev/null
+    # SWITCHYARD_SETUP_DONE: the caller installed all of it already (.ci/run, before running
+    # scripts side by side).
+    if [ -z "${SWITCHYARD_SETUP_DONE:-}" ]; then
+      bash scripts/install-dynamo.sh >/dev/null
+      bash scripts/install-system.sh >/dev/null
+      bash scripts/fetch-models.sh qwen3 >/dev/null
+    fi
     [ -n "${SWITCHYARD_BIN:-}" ] || cargo build --release --quiet
     exec unshare -n bash "$script" --inside
   fi

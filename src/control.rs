@@ -108,23 +108,27 @@ impl Builder {
         Ok((files, toks))
     }
 
-    /// Read `at` and build its tokenizers (one per shard, the first shared with the helper
-    /// threads), or take the directory's tokenizers built for another template.
+    /// Read `at` and build its tokenizers (one per shard, side by side, the first shared with
+    /// the helper threads), or take the directory's tokenizers built for another template.
     fn build(&self, at: &CardFiles) -> Result<(Arc<ModelFiles>, Arc<Vec<crate::tokenize::Tokenizer>>), String> {
-        let files = Arc::new(ModelFiles::load_with(&at.dir, at.template.as_ref()).map_err(|e| e.to_string())?);
-        let toks = match self.tokenizers.get(&at.dir) {
+        let (files, toks) = match self.tokenizers.get(&at.dir) {
             Some(t) => {
                 // The directory's tokenizers exist already (another template): drop the
                 // instance loading built.
+                let files = ModelFiles::load_with(&at.dir, at.template.as_ref()).map_err(|e| e.to_string())?;
                 drop(files.tokenizer());
-                t.clone()
+                (files, t.clone())
             }
-            None => Arc::new((0..self.shards).map(|_| files.tokenizer()).collect::<Result<Vec<_>, _>>()?),
+            None => {
+                let (files, built) = ModelFiles::load_instances(&at.dir, at.template.as_ref(), self.shards)
+                    .map_err(|e| e.to_string())?;
+                (files, Arc::new(built))
+            }
         };
         if let Some(first) = toks.first() {
             files.share_with_helpers(first);
         }
-        Ok((files, toks))
+        Ok((Arc::new(files), toks))
     }
 
     /// The serving data of the model `served` names (its first worker aside).

@@ -67,6 +67,29 @@ fn non_ascii_text_still_goes_through_the_normalizer() {
     assert_eq!(p.ours.encode(text).unwrap(), p.ours.encode("Caf\u{e9} au lait, caf\u{e9}s").unwrap());
 }
 
+#[test]
+fn instances_built_side_by_side_are_whole_and_equal() {
+    // Three instances on two threads: each pipeline (main and ASCII twin) is a unit of work,
+    // so instances are assembled from pipelines built on different threads.
+    let text = "Hello there, caf\u{e9} <|im_start|>user\nwhat's 12+30?<|im_end|>";
+    let want = library_ids(&qwen3().library, text);
+    let built = Tokenizer::instances_from_json_text(tokenizer_json("qwen3"), 3, 2).expect("qwen3 instances");
+    assert_eq!(built.len(), 3);
+    for t in &built {
+        assert!(t.has_ascii_path(), "every qwen3 instance has its ASCII twin");
+        assert_eq!(t.encode(text).unwrap(), want);
+        assert_eq!(t.encode("plain ASCII only").unwrap(), library_ids(&qwen3().library, "plain ASCII only"));
+    }
+    let first = built[0].token_bytes().expect("qwen3 is byte-level");
+    assert!(built.iter().all(|t| std::sync::Arc::ptr_eq(&t.token_bytes().unwrap(), &first)), "one token table");
+    // No normalizer: no twin, whatever the thread count.
+    let llama = Tokenizer::instances_from_json_text(tokenizer_json("llama3"), 2, 4).expect("llama3 instances");
+    assert!(llama.iter().all(|t| !t.has_ascii_path()));
+    assert_eq!(llama[0].encode(text).unwrap(), llama[1].encode(text).unwrap());
+    // A file that is not a tokenizer is an error, not a panic.
+    assert!(Tokenizer::instances_from_json_text("{\"model\": 3}".into(), 2, 2).is_err());
+}
+
 fn ascii_text() -> impl Strategy<Value = String> {
     let piece = prop_oneof![
         "[a-zA-Z]{1,12}",

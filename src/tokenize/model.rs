@@ -3,7 +3,9 @@
 //!
 //! Parsing happens once per model, off the shard threads; the result ([`ModelFiles`]) is
 //! immutable and shared. What each shard needs of its own (a tokenizer instance, whose encode
-//! scratch pool sits behind locks) is built from it with [`ModelFiles::tokenizer`].
+//! scratch pool sits behind locks) is built with it: all of a server's at load, side by side
+//! on a few threads ([`ModelFiles::load_instances`], run by the control thread), or one more
+//! later with [`ModelFiles::tokenizer`].
 //!
 //! Where things come from, as Hugging Face transformers reads them:
 //! * chat template: a [`TemplateFile`] given apart from the directory (a model card's
@@ -27,6 +29,12 @@ use serde_json::Value;
 
 use super::template::ChatTemplate;
 use super::tokenizer::Tokenizer;
+
+/// The most tokenizer pipelines built at once when a model loads. Each build holds several
+/// times `tokenizer.json`'s size for a moment (Qwen3: ~70 MB), so the load's peak grows with
+/// this; four build a 64-shard server's 128 pipelines in about a quarter of the time one
+/// thread takes.
+const MAX_BUILD_THREADS: usize = 4;
 
 /// Why a model directory cannot be served.
 #[derive(Debug)]
@@ -143,14 +151,38 @@ impl ModelFiles {
 
     /// [`ModelFiles::load`], with the chat template taken from `template` when given.
     pub fn load_with(dir: impl AsRef<Path>, template: Option<&TemplateFile>) -> Result<ModelFiles, LoadError> {
-        let dir = dir.as_ref().to_path_buf();
+        let (files, mut built) = Self::read(dir.as_ref(), template, 1)?;
+        *files.spare.lock().unwrap_or_else(|p| p.into_inner()) = built.pop();
+        Ok(files)
+    }
+
+    /// [`ModelFiles::load_with`] and `instances` tokenizer instances (at least one), built
+    /// side by side on up to as many threads as this process may run at once (at most
+    /// [`MAX_BUILD_THREADS`]). The files keep no spare: further [`ModelFiles::tokenizer`]
+    /// calls build from disk.
+    pub fn load_instances(
+        dir: impl AsRef<Path>,
+        template: Option<&TemplateFile>,
+        instances: usize,
+    ) -> Result<(ModelFiles, Vec<Tokenizer>), LoadError> {
+        Self::read(dir.as_ref(), template, instances)
+    }
+
+    fn read(
+        dir: &Path,
+        template: Option<&TemplateFile>,
+        instances: usize,
+    ) -> Result<(ModelFiles, Vec<Tokenizer>), LoadError> {
+        let dir = dir.to_path_buf();
         if !dir.is_dir() {
             return Err(err(&dir, "not a directory"));
         }
         let tok_path = dir.join("tokenizer.json");
         let raw = std::fs::read_to_string(&tok_path).map_err(|e| err(&tok_path, e.to_string()))?;
         let tokenizer_digest = blake3::hash(raw.as_bytes());
-        let tokenizer = Tokenizer::from_json_text(raw).map_err(|e| err(&tok_path, e))?;
+        let threads = std::thread::available_parallelism().map_or(1, usize::from).min(MAX_BUILD_THREADS);
+        let built = Tokenizer::instances_from_json_text(raw, instances, threads).map_err(|e| err(&tok_path, e))?;
+        let tokenizer = &built[0];
         let config = read_json(&dir.join("config.json"))?;
         let tok_config = read_json(&dir.join("tokenizer_config.json"))?.unwrap_or(Value::Null);
         let gen_config = read_json(&dir.join("generation_config.json"))?;
@@ -175,19 +207,20 @@ impl ModelFiles {
                 eos_token_ids.push(id);
             }
         }
-        Ok(ModelFiles {
+        let files = ModelFiles {
             context_length: context_length(config.as_ref(), Some(&tok_config)),
             add_bos_token: tok_config.get("add_bos_token").and_then(Value::as_bool).unwrap_or(false),
             dir,
             tokenizer_path: tok_path,
             tokenizer_digest,
             token_bytes: tokenizer.token_bytes(),
-            spare: std::sync::Mutex::new(Some(tokenizer)),
+            spare: std::sync::Mutex::new(None),
             helper: std::sync::OnceLock::new(),
             templates,
             special_tokens,
             eos_token_ids,
-        })
+        };
+        Ok((files, built))
     }
 
     fn load_templates(dir: &Path, tok_config: &Value) -> Result<BTreeMap<String, Arc<ChatTemplate>>, LoadError> {

@@ -78,6 +78,95 @@ impl Tokenizer {
         Self::build(canonical, bytes)
     }
 
+    /// `n` instances (at least one) of the tokenizer `raw` describes, built side by side on
+    /// up to `threads` threads (building one takes over a second for a large vocabulary, and
+    /// a server builds one per shard). They share the first one's token table.
+    pub fn instances_from_json_text(raw: String, n: usize, threads: usize) -> Result<Vec<Tokenizer>, String> {
+        let n = n.max(1);
+        if n == 1 {
+            return Self::from_json_text(raw).map(|t| vec![t]);
+        }
+        let said_canonical = canonical::is_canonical(&raw);
+        let json = if said_canonical { raw } else { canonical::rewrite(&raw)? };
+        let built = Self::build_side_by_side(&json, n, threads);
+        let mut built = match built {
+            // A file that said it was canonical and failed is converted, as one instance is.
+            Err(_) if said_canonical => Self::build_side_by_side(&canonical::rewrite(&json)?, n, threads)?,
+            other => other?,
+        };
+        if let Some(bytes) = built[0].bytes.clone() {
+            for t in &mut built[1..] {
+                t.bytes = Some(bytes.clone());
+            }
+        }
+        Ok(built)
+    }
+
+    /// `n` instances from canonical `json`, in order, on up to `threads` threads (this one
+    /// among them). Each pipeline is a unit of work: an instance's ASCII twin (see the module
+    /// docs) builds beside its main pipeline when the file's normalizer is a normal form.
+    fn build_side_by_side(json: &str, n: usize, threads: usize) -> Result<Vec<Tokenizer>, String> {
+        let plain = normal_forms_in_json(json).then(|| without_normalizer(json)).flatten();
+        let per = if plain.is_some() { 2 } else { 1 };
+        let units = n * per;
+        // A twin that fails to build is no twin (Ok(None)); a main pipeline's failure is the error.
+        let build = |u: usize| -> Result<Option<PipelineTokenizer>, String> {
+            match (u % per, &plain) {
+                (1, Some(plain)) => Ok(tokenizers::from_json(plain).ok()),
+                _ => tokenizers::from_json(json).map(Some).map_err(|e| format!("cannot build the tokenizer: {e}")),
+            }
+        };
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let work = || {
+            let mut mine = Vec::new();
+            loop {
+                let u = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if u >= units {
+                    return mine;
+                }
+                mine.push((u, build(u)));
+            }
+        };
+        let mut done: Vec<(usize, Result<Option<PipelineTokenizer>, String>)> = std::thread::scope(|s| {
+            let others: Vec<_> = (1..threads.clamp(1, units))
+                .map(|k| std::thread::Builder::new().name(format!("tokenizer-build-{k}")).spawn_scoped(s, work))
+                .collect();
+            let mut done = work();
+            // A thread that could not start built nothing: the others took its share.
+            for h in others.into_iter().flatten() {
+                done.extend(h.join().unwrap_or_default());
+            }
+            done
+        });
+        if done.len() < units {
+            // A builder thread panicked: build what it held here.
+            let have: std::collections::HashSet<usize> = done.iter().map(|(u, _)| *u).collect();
+            for u in (0..units).filter(|u| !have.contains(u)) {
+                done.push((u, build(u)));
+            }
+        }
+        done.sort_by_key(|(u, _)| *u);
+        let mut done = done.into_iter().map(|(_, p)| p);
+        let mut out = Vec::with_capacity(n);
+        let mut bytes: Option<Arc<TokenBytes>> = None;
+        for _ in 0..n {
+            let inner = done.next().and_then(|p| p.transpose()).unwrap_or_else(|| Err("no tokenizer built".into()))?;
+            let twin = if per == 2 { done.next().and_then(|p| p.ok().flatten()) } else { None };
+            let ascii = twin.filter(|_| normal_forms_only(&inner));
+            if bytes.is_none() {
+                bytes = TokenBytes::build(&inner).map(Arc::new);
+            }
+            out.push(Tokenizer {
+                inner,
+                ascii,
+                plain: EncodeOptions::no_specials(),
+                with_specials: EncodeOptions::default(),
+                bytes: bytes.clone(),
+            });
+        }
+        Ok(out)
+    }
+
     /// Build from canonical JSON (see [`Tokenizer::canonical_json`]).
     pub fn from_canonical_json(json: &str) -> Result<Tokenizer, String> {
         Self::build(json.to_string(), None)
@@ -94,17 +183,7 @@ impl Tokenizer {
     /// is another instance's token table (see [`Tokenizer::from_json_text_sharing`]); without
     /// one it is built here when the tokenizer is byte-level.
     fn wrap(inner: PipelineTokenizer, json: String, bytes: Option<Arc<TokenBytes>>) -> Tokenizer {
-        let normal_forms_only = !inner.get_normalizers().is_empty()
-            && inner.get_normalizers().iter().all(|n| {
-                matches!(
-                    n,
-                    PipelineNormalizer::NFC(_)
-                        | PipelineNormalizer::NFD(_)
-                        | PipelineNormalizer::NFKC(_)
-                        | PipelineNormalizer::NFKD(_)
-                )
-            });
-        let plain = normal_forms_only.then(|| without_normalizer(&json)).flatten();
+        let plain = normal_forms_only(&inner).then(|| without_normalizer(&json)).flatten();
         drop(json);
         let ascii = plain.and_then(|j| tokenizers::from_json(&j).ok());
         let bytes = bytes.or_else(|| TokenBytes::build(&inner).map(Arc::new));
@@ -197,6 +276,42 @@ impl Tokenizer {
 
 /// `json` (a canonical `tokenizer.json`) with `"normalizer": null`. The other members are
 /// borrowed from `json`, not copied, until the new text is written.
+/// Whether `inner`'s normalizer only applies Unicode normal forms (one, or a sequence).
+fn normal_forms_only(inner: &PipelineTokenizer) -> bool {
+    !inner.get_normalizers().is_empty()
+        && inner.get_normalizers().iter().all(|n| {
+            matches!(
+                n,
+                PipelineNormalizer::NFC(_)
+                    | PipelineNormalizer::NFD(_)
+                    | PipelineNormalizer::NFKC(_)
+                    | PipelineNormalizer::NFKD(_)
+            )
+        })
+}
+
+/// [`normal_forms_only`] read from the file before any pipeline is built, so that the ASCII
+/// twin can build beside the main pipeline; the built pipeline still decides.
+fn normal_forms_in_json(json: &str) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Top {
+        #[serde(default)]
+        normalizer: Option<Value>,
+    }
+    use serde_json::Value;
+    fn forms(v: &Value) -> bool {
+        match v.get("type").and_then(Value::as_str) {
+            Some("NFC" | "NFD" | "NFKC" | "NFKD") => true,
+            Some("Sequence") => v
+                .get("normalizers")
+                .and_then(Value::as_array)
+                .is_some_and(|all| !all.is_empty() && all.iter().all(forms)),
+            _ => false,
+        }
+    }
+    serde_json::from_str::<Top>(json).ok().and_then(|t| t.normalizer).is_some_and(|n| forms(&n))
+}
+
 fn without_normalizer(json: &str) -> Option<String> {
     use serde_json::value::RawValue;
     let null = RawValue::from_string("null".into()).ok()?;

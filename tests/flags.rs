@@ -225,10 +225,16 @@ fn startup_validations_exit_non_zero_with_messages() {
     assert!(err.contains("--router-conditional-disagg-config must be a JSON object"), "{err}");
     // --router-policy-config: what is not built is named; what is built is checked.
     let policy = std::env::temp_dir().join(format!("switchyard-flags-policy-{}.yaml", std::process::id()));
-    std::fs::write(&policy, "request_classifier: {type: thunderagent}\n").unwrap();
+    std::fs::write(&policy, "request_classifier: {type: thunderagent, parameters: {pause_target: 0.99}}\n").unwrap();
     let (code, err) = run(&["--router-mode", "kv", "--router-policy-config", policy.to_str().unwrap()]);
     assert_eq!(code, Some(1));
-    assert!(err.contains("request_classifier is not implemented"), "{err}");
+    assert!(
+        err.contains(
+            "invalid parameters for request-classifier type \"thunderagent\": invalid ThunderAgent configuration: \
+             pause_target must not exceed pause_threshold"
+        ),
+        "{err}"
+    );
     std::fs::write(&policy, "router: {host_cache_hit_weight: 3}\n").unwrap();
     let (code, err) = run(&["--router-mode", "kv", "--router-policy-config", policy.to_str().unwrap()]);
     assert_eq!(code, Some(1));

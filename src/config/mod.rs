@@ -12,6 +12,7 @@
 pub mod cdisagg;
 mod checks;
 pub mod classes;
+pub mod classifier;
 pub mod flags;
 pub mod help;
 pub mod parse;
@@ -210,6 +211,8 @@ pub struct Config {
     /// The kv router queue's policy classes (`--router-policy-config`; the synthetic class
     /// of `kv_queue` for models the file gives none).
     pub kv_classes: classes::ClassProfiles,
+    /// `--router-policy-config`'s `request_classifier` (kv mode): ThunderAgent's parameters.
+    pub kv_classifier: Option<classifier::ThunderConfig>,
     /// The kv router's busy thresholds (`--active-decode-blocks-threshold` …).
     pub kv_busy: settings::BusyThresholds,
     /// `--router-session-affinity-ttl-secs` and `-mode` (`None`: affinity off).
@@ -314,7 +317,7 @@ pub fn load(
     if parsed.action != Action::Run {
         return Ok((parsed.action, None, Vec::new()));
     }
-    let (selection, mut kv_classes) = policy::apply(&mut parsed)?;
+    let policy::PolicyFile { selection, classes: mut kv_classes, classifier } = policy::apply(&mut parsed)?;
     let conditional_disagg = cdisagg::settings(&parsed)?;
     let mut warnings = parsed.warnings.clone();
     checks::validate_dynamo(&parsed, &mut warnings)?;
@@ -324,6 +327,7 @@ pub fn load(
     cfg.kv_selectors = policy::selectors(&selection, cfg.kv_cost, &cfg.parsed, env)?;
     kv_classes.fallback = std::sync::Arc::new(classes::PolicyProfile::synthetic(cfg.kv_queue));
     cfg.kv_classes = kv_classes;
+    cfg.kv_classifier = classifier;
     cfg.plane_tls.check(settings::PlaneRole::Frontend, &mut warnings).map_err(invalid)?;
     if cfg.serve_indexer && (cfg.plane_tls.serves_tls() || cfg.plane_tls.dials_tls()) {
         return Err(invalid(
@@ -533,6 +537,7 @@ fn typed(parsed: Parsed, env: &dyn Fn(&str) -> Option<String>) -> Result<Config,
             policy: text(p, "router_queue_policy").and_then(settings::Policy::parse).unwrap_or(settings::Policy::Fcfs),
         }),
         kv_classes: classes::ClassProfiles::default(),
+        kv_classifier: None,
         kv_busy: settings::BusyThresholds {
             decode_blocks_frac: float(p, "active_decode_blocks_threshold"),
             prefill_tokens: int(p, "active_prefill_tokens_threshold").map(|n| n.max(0) as u64),

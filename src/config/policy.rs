@@ -13,10 +13,9 @@
 //!   ([`selectors`]).
 //!
 //! * policy classes (kv mode): the root profile and `models:`, read by [`super::classes`].
+//! * `request_classifier:` (kv mode): `thunderagent`, read by [`super::classifier`].
 //!
-//! Refused by name: `request_classifier` (`thunderagent`'s session-aware admission is not
-//! built; its worker selector type is), an `encode` selection, and a non-zero
-//! `shared_cache_multiplier`.
+//! Refused by name: an `encode` selection, and a non-zero `shared_cache_multiplier`.
 
 use serde_json::{Map, Value as Json};
 
@@ -80,9 +79,20 @@ fn unbuilt(what: &str) -> ConfigError {
     ))
 }
 
+/// What `--router-policy-config` gives beyond its `router:` settings.
+#[derive(Default)]
+pub(super) struct PolicyFile {
+    /// `worker_selection`, for [`selectors`].
+    pub selection: WorkerSelection,
+    /// Policy classes (kv mode).
+    pub classes: super::classes::ClassProfiles,
+    /// `request_classifier` (kv mode).
+    pub classifier: Option<super::classifier::ThunderConfig>,
+}
+
 /// Reads the file `--router-policy-config` names (if any): its `router:` settings are
-/// applied to `p`, its `worker_selection` returned for [`selectors`].
-pub(super) fn apply(p: &mut Parsed) -> Result<(WorkerSelection, super::classes::ClassProfiles), ConfigError> {
+/// applied to `p`, the rest returned.
+pub(super) fn apply(p: &mut Parsed) -> Result<PolicyFile, ConfigError> {
     let Some(path) = text(p, "router_policy_config").map(str::to_string) else {
         return Ok(Default::default());
     };
@@ -106,10 +116,16 @@ pub(super) fn apply(p: &mut Parsed) -> Result<(WorkerSelection, super::classes::
         Some(Json::Object(settings)) => router_settings(p, settings)?,
         Some(_) => return Err(invalid("router must contain a YAML mapping")),
     }
-    if doc.contains_key("request_classifier") {
-        return Err(unbuilt("request_classifier is"));
-    }
     let kv = text(p, "router_mode") == Some("kv");
+    let classifier = match (kv, doc.get("request_classifier")) {
+        (true, Some(c)) => Some(super::classifier::read(c)?),
+        (false, Some(_)) => {
+            p.warnings
+                .push("--router-policy-config: request_classifier applies to --router-mode kv only; ignored".into());
+            None
+        }
+        (_, None) => None,
+    };
     let classes = match kv {
         true => super::classes::read(&doc, None)?,
         false => super::classes::ClassProfiles::default(),
@@ -121,7 +137,7 @@ pub(super) fn apply(p: &mut Parsed) -> Result<(WorkerSelection, super::classes::
         (true, Some(ws)) => worker_selection(ws)?,
         _ => WorkerSelection::default(),
     };
-    Ok((selection, classes))
+    Ok(PolicyFile { selection, classes, classifier })
 }
 
 /// Sets `dest` to `v` in `p`, as if given on the command line.
@@ -474,13 +490,18 @@ mod tests {
         for (yaml, what) in [
             (ws("{}", "encode"), "worker_selection.encode"),
             (ws("{shared_cache_multiplier: 1.0}", "aggregated"), "shared_cache_multiplier"),
-            ("request_classifier: {type: x}\n".to_string(), "request_classifier"),
         ] {
             let e = with(&yaml, KV).unwrap_err();
             assert!(e.contains(what) && e.contains("not implemented"), "{e}");
         }
         let e = with("models: {m: {}}\n", KV).unwrap_err();
         assert!(e.contains("model \"m\": missing field `default_policy_family`"), "{e}");
+        // The classifier: read in kv mode, ignored with a warning outside it (1.6.1 ignores it).
+        let c = with("request_classifier: {type: thunderagent, parameters: {buffer_per_program: 7}}\n", KV).unwrap();
+        assert_eq!(c.kv_classifier.map(|t| t.buffer_per_program), Some(7));
+        let e = with("request_classifier: {type: x}\n", KV).unwrap_err();
+        assert!(e.contains("unknown request-classifier type \"x\""), "{e}");
+        assert!(with("request_classifier: {type: x}\n", &[]).unwrap().kv_classifier.is_none());
         // Outside kv mode the router is not built: its selection is not read.
         with(&ws("{bogus_param: 1}", "aggregated"), &[]).unwrap();
         assert!(with("router: {}\n", &[]).is_ok());

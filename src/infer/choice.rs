@@ -391,7 +391,10 @@ impl Choice {
             if let Some(m) = self.migration.as_mut().filter(|m| m.resending()) {
                 match std::task::ready!(m.poll_resend(cx)) {
                     Ok(started) => {
+                        // The classifier's turn goes on with the answer, on its new worker.
+                        let grant = self.started.take_grant();
                         self.started = started;
+                        self.started.continue_grant(grant);
                         if let Mode::Tokens(t) = &mut self.mode {
                             t.prompt_settled = true;
                         }
@@ -465,6 +468,7 @@ impl Choice {
             Mode::Chunks => chunk(event),
             Mode::Tensors => tensor(event),
         };
+        let failed = matches!(step, Err(_) | Ok(Step::One(Event::Error(_))));
         let out = match step {
             Ok(Step::Nothing) => None,
             Ok(Step::One(e)) => {
@@ -489,7 +493,7 @@ impl Choice {
             // The worker's load leaves the kv router's books (and the other replicas', through
             // replica sync) now, before the adapter hands the end to the client: a client that
             // sends its next request at once must find the worker free on every replica.
-            self.started.answered();
+            self.started.ended(!failed);
         }
         out
     }

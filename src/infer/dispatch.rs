@@ -24,6 +24,7 @@ use crate::registry::{Serving, Worker};
 use crate::router::kv::admit::Asking;
 use crate::router::kv::select::{Booking, Overlaps};
 use crate::router::session::{AffinityMode, Lease};
+use crate::router::thunder::{Ask, Grant};
 use crate::router::{InFlight, Mode};
 use crate::shard::ShardCtx;
 use crate::transport::callback::{ResponseStream, StreamItem};
@@ -49,6 +50,10 @@ pub struct Started {
     booking: Option<Booking>,
     /// The request's use of its session's binding, released with the answer.
     lease: Option<Lease>,
+    /// The request classifier's turn (`request_classifier`), ended with the answer.
+    grant: Option<Grant>,
+    /// The worker's data-parallel rank it was sent to.
+    rank: u32,
     stream: ResponseStream,
     first: Option<Event>,
     ctx: Rc<ShardCtx>,
@@ -74,10 +79,36 @@ impl Started {
         self.booking = None;
     }
 
-    /// The worker sent `n` more tokens (`--router-track-output-blocks`).
+    /// The answer ended, completed (`ok`) or not: [`Started::answered`], and the request
+    /// classifier's turn ends.
+    pub fn ended(&mut self, ok: bool) {
+        self.answered();
+        if let Some(g) = self.grant.as_mut() {
+            g.end(ok);
+        }
+    }
+
+    /// The request classifier's turn, to carry over to the worker an answer moves to.
+    pub fn take_grant(&mut self) -> Option<Grant> {
+        self.grant.take()
+    }
+
+    /// This answer continues `grant`'s turn (a migration): the classifier learns its worker.
+    pub fn continue_grant(&mut self, grant: Option<Grant>) {
+        if let Some(g) = &grant {
+            g.sent((self.worker, self.rank));
+        }
+        self.grant = grant;
+    }
+
+    /// The worker sent `n` more tokens (`--router-track-output-blocks`; the classifier's
+    /// live context).
     pub fn generated(&mut self, n: usize) {
         if let Some(b) = self.booking.as_mut() {
             b.generated(n);
+        }
+        if let Some(g) = &self.grant {
+            g.generated(n);
         }
     }
 
@@ -152,10 +183,17 @@ impl Drop for Moving<'_> {
 /// A kv choice: the worker's data-parallel rank and the request's booking.
 type KvPick = (u32, Booking);
 
+/// Workers a request prefers: the one its session is bound to, the request classifier's.
+#[derive(Clone, Copy)]
+struct Prefer {
+    bound: Option<u64>,
+    target: Option<u64>,
+}
+
 /// The next worker to try, and in `--router-mode kv` its data-parallel rank and booking
 /// (`tokens`: the prompt, when the frontend tokenized it; `request`: the bits of the request
 /// id the worker will be sent, the booking's name in the workers' prefill marks and in
-/// replica sync; `bound`: the worker the request's session is bound to).
+/// replica sync; `prefer`: the worker the request's session is bound to, the classifier's).
 #[allow(clippy::too_many_arguments)]
 fn pick(
     ctx: &ShardCtx,
@@ -164,13 +202,22 @@ fn pick(
     tried: &[u64],
     tokens: Option<&[u32]>,
     request: u128,
-    bound: Option<u64>,
+    prefer: Prefer,
     remote: Option<&Overlaps>,
     book_pinned: bool,
 ) -> Result<Option<(usize, Option<KvPick>)>, Error> {
-    if let (Some(id), None) = (bound, pinned) {
+    if let (Some(id), None) = (prefer.bound, pinned) {
         if let Some(chosen) = pick_bound(ctx, serving, id, tried, tokens, request, remote)? {
             return Ok(Some(chosen));
+        }
+    }
+    if let (Some(id), None, Some(tokens), true) = (prefer.target, pinned, tokens, ctx.kv.ready()) {
+        // The request classifier's worker, when it can take the request (1.6.1's exclusive
+        // affinity target: else the usual choice).
+        if let Some(i) = usable_index(ctx, serving, id, tried) {
+            if let Ok(Some(chosen)) = kv_choose(ctx, serving, &[i], tokens, request, remote) {
+                return Ok(Some(chosen));
+            }
         }
     }
     if let (Some(tokens), None, Mode::Kv) = (tokens, pinned, ctx.router.mode()) {
@@ -274,6 +321,8 @@ pub struct Asked<'a> {
     pub pinned: Option<u64>,
     pub session: Option<&'a str>,
     pub class: Option<&'a str>,
+    /// The agent session, for the request classifier (`request_classifier`, kv mode).
+    pub agent: Option<&'a super::request::AgentSession>,
 }
 
 /// Every usable worker is over a busy threshold (1.6.1's words; the status is
@@ -294,7 +343,7 @@ pub async fn dispatch<B: RequestBody>(
     wire: &mut B,
     request: u128,
 ) -> Result<Started, Error> {
-    let Asked { pinned, session, class } = asked;
+    let Asked { pinned, session, class, agent } = asked;
     let request_id = crate::util::format_uuid(request);
     let bound = match session {
         Some(id) => ctx.sessions.bound(id)?,
@@ -309,6 +358,22 @@ pub async fn dispatch<B: RequestBody>(
     let mut last: Option<TransportError> = None;
     let mut moving = Moving { ctx, model, since: None };
     let mut remote = None;
+    let grant = match (wire.prompt_tokens(), ctx.router.mode(), ctx.shared.classifier.as_ref(), agent) {
+        (Some(tokens), Mode::Kv, Some(c), Some(a)) => {
+            let ask = Ask {
+                id: request,
+                reg: ctx.router.next_u64(),
+                session: &a.id,
+                last: a.last,
+                input_tokens: tokens.len(),
+                pinned: pinned.map(|p| (p, wire.dp_rank().unwrap_or(0))),
+            };
+            let granted = c.ask(ctx.id, model, ask).await;
+            Some(granted.map_err(|e| Error::internal(format!("request classifier failed: {e}")))?)
+        }
+        _ => None,
+    };
+    let target = grant.as_ref().and_then(Grant::target).map(|(w, _)| w).filter(|_| ctx.kv.takes_target(serving.pool));
     if let (Some(tokens), None, Mode::Kv) = (wire.prompt_tokens(), pinned, ctx.router.mode()) {
         let usable = ctx.router.usable(&serving.workers, &tried);
         let asking = Asking { model, pool: serving.pool, class };
@@ -325,10 +390,12 @@ pub async fn dispatch<B: RequestBody>(
     let book_pinned = wire.dp_rank().is_none();
     while tried.len() < MAX_ATTEMPTS {
         let tokens = wire.prompt_tokens();
-        let Some((i, kv)) = pick(ctx, serving, pinned, &tried, tokens, request, bound, remote.as_ref(), book_pinned)?
+        let prefer = Prefer { bound, target };
+        let Some((i, kv)) = pick(ctx, serving, pinned, &tried, tokens, request, prefer, remote.as_ref(), book_pinned)?
         else {
             break;
         };
+        let rank = kv.as_ref().map_or_else(|| wire.dp_rank().unwrap_or(serving.workers[i].dp_start), |(r, _)| *r);
         let mut booking = kv.map(|(rank, mut booking)| {
             wire.set_dp_rank(rank);
             if let (true, Some(tokens)) = (ctx.kv.tracks_output(), wire.prompt_tokens()) {
@@ -350,6 +417,9 @@ pub async fn dispatch<B: RequestBody>(
             None => Route::Tcp { addr: worker.addr, path: &worker.path },
         };
         let sent = ctx.plane.generate_to(route, worker.codec, wire, &request_id, deadline).await;
+        if let Some(g) = &grant {
+            g.sent((worker.instance_id, rank));
+        }
         let mut stream = match sent {
             Ok(s) => s,
             Err(e) => {
@@ -409,6 +479,8 @@ pub async fn dispatch<B: RequestBody>(
             in_flight: Some(in_flight),
             booking,
             lease,
+            grant,
+            rank,
             stream,
             first,
             ctx: ctx.clone(),

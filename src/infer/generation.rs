@@ -470,7 +470,9 @@ async fn choices(
                     let (ctx, serving, pinned, session, class) =
                         (ctx.clone(), serving.clone(), req.pinned, req.session.clone(), req.policy_class.clone());
                     let handle = monoio::spawn(async move {
-                        let asked = Asked { pinned, session: session.as_deref(), class: class.as_deref() };
+                        // Several choices of one turn would wait for each other in the
+                        // request classifier (one turn of a session at a time): it is not asked.
+                        let asked = Asked { pinned, session: session.as_deref(), class: class.as_deref(), agent: None };
                         let r = dispatch_tokens(&ctx, &serving.name, &serving, asked, &mut wire, new_uuid()).await;
                         (r, wire)
                     });

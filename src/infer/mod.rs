@@ -46,7 +46,7 @@ pub use choice::{worker_fault, WorkerFault};
 pub use generation::Generation;
 pub use logprobs::TokenLogprob;
 pub use request::{
-    AnnotationKind, ApiKey, Caller, ChatInput, InferRequest, Input, PlainRole, PlainTurn, Prompt, Stops,
+    AgentSession, AnnotationKind, ApiKey, Caller, ChatInput, InferRequest, Input, PlainRole, PlainTurn, Prompt, Stops,
 };
 pub use resolve::Resolved;
 pub use text::Text;

@@ -51,6 +51,8 @@ pub struct InferRequest {
     pub session: Option<std::rc::Rc<str>>,
     /// The policy class (or family) its `x-dynamo-meta-policy-class` header names.
     pub policy_class: Option<std::rc::Rc<str>>,
+    /// The agent session its headers name, for the request classifier (one configured).
+    pub agent: Option<AgentSession>,
     /// The API key it came with (`--api-keys-file`): charged its tokens when it ends.
     pub key: ApiKey,
     /// `nvext.annotations`: forwarded to the worker; those the driver answers itself
@@ -80,7 +82,17 @@ pub struct InferRequest {
 pub struct Caller {
     pub session: Option<std::rc::Rc<str>>,
     pub policy_class: Option<std::rc::Rc<str>>,
+    pub agent: Option<AgentSession>,
     pub key: ApiKey,
+}
+
+/// The agent session a request's headers name (1.6.1's session headers, whether session
+/// affinity is on or not), and whether it is the session's last turn
+/// (`x-dynamo-session-final`).
+#[derive(Clone, Debug)]
+pub struct AgentSession {
+    pub id: std::rc::Rc<str>,
+    pub last: bool,
 }
 
 impl InferRequest {
@@ -90,6 +102,7 @@ impl InferRequest {
             pinned: self.pinned,
             session: self.session.as_deref(),
             class: self.policy_class.as_deref(),
+            agent: self.agent.as_ref(),
         }
     }
 
@@ -97,6 +110,7 @@ impl InferRequest {
     pub fn set_caller(&mut self, caller: Caller) {
         self.session = caller.session;
         self.policy_class = caller.policy_class;
+        self.agent = caller.agent;
         self.key = caller.key;
     }
 
@@ -116,6 +130,7 @@ impl InferRequest {
             pinned: None,
             session: None,
             policy_class: None,
+            agent: None,
             key: None,
             annotations: Vec::new(),
             routing: RoutingHints::default(),

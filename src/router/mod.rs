@@ -23,6 +23,7 @@
 
 pub mod kv;
 pub mod session;
+pub mod thunder;
 
 use crate::util::FastMap;
 use std::cell::{Cell, RefCell};

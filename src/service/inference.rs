@@ -67,7 +67,22 @@ pub fn caller(ctx: &ShardCtx, req: &Request, key: Key) -> crate::infer::Caller {
         .map(str::trim)
         .filter(|v| !v.is_empty())
         .map(Rc::from);
-    crate::infer::Caller { session, policy_class, key }
+    // The request classifier reads the session headers whether session affinity is on or not.
+    let agent = ctx.shared.classifier.as_ref().and_then(|_| session_id(|name| req.header(name))).map(|id| {
+        let last = req.header("x-dynamo-session-final").and_then(|v| std::str::from_utf8(v).ok()).and_then(parse_bool);
+        crate::infer::AgentSession { id: Rc::from(id), last: last == Some(true) }
+    });
+    crate::infer::Caller { session, policy_class, agent, key }
+}
+
+/// 1.6.1's reading of a boolean header: `1`, `true`, `on`, `yes` or `0`, `false`, `off`, `no`
+/// (any case, trimmed); anything else (or nothing) is no answer.
+fn parse_bool(v: &str) -> Option<bool> {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "on" | "yes" => Some(true),
+        "0" | "false" | "off" | "no" => Some(false),
+        _ => None,
+    }
 }
 
 /// The header naming a request's policy class or family (1.6.1's metadata header

@@ -81,6 +81,8 @@ pub struct Shared {
     pub started: Instant,
     /// The kv router queue's per-class counts, every shard's.
     pub class_book: Arc<crate::router::kv::queue::ClassBook>,
+    /// The request classifier (`--router-policy-config` `request_classifier`, kv mode).
+    pub classifier: Option<Arc<crate::router::thunder::Classifier>>,
 }
 
 /// A shard's own state, reachable from every task on it.
@@ -142,6 +144,8 @@ pub struct Server {
     pub tls: bool,
     inboxes: Vec<flume::Sender<ShardMsg>>,
     threads: Vec<JoinHandle<()>>,
+    /// The request classifier's thread, told every registry too.
+    classifier: Option<Arc<crate::router::thunder::Classifier>>,
 }
 
 impl Server {
@@ -186,12 +190,17 @@ impl Server {
             ),
             None => None,
         };
+        let classifier = match &config.kv_classifier {
+            Some(c) => Some(Arc::new(crate::router::thunder::Classifier::start(c.clone(), n)?)),
+            None => None,
+        };
         let shared = Arc::new(Shared {
             config: config.clone(),
             nats,
             inboxes: senders.clone(),
             started: Instant::now(),
             class_book: Default::default(),
+            classifier: classifier.clone(),
         });
         let (ready_tx, ready_rx) = mpsc::channel::<io::Result<(usize, &'static str)>>();
         let mut threads = Vec::with_capacity(n);
@@ -221,7 +230,7 @@ impl Server {
                 Err(_) => return Err(io::Error::other("a shard thread exited during start-up")),
             }
         }
-        Ok(Server { addr, metrics_addr, drivers, tls: tls.is_some(), inboxes: senders, threads })
+        Ok(Server { addr, metrics_addr, drivers, tls: tls.is_some(), inboxes: senders, threads, classifier })
     }
 
     /// A function another thread can keep to give every shard a new HTTPS configuration
@@ -243,7 +252,11 @@ impl Server {
     /// A function another thread can keep to publish Registry snapshots to every shard.
     pub fn publisher(&self) -> impl Fn(Arc<Registry>) + Send + 'static {
         let inboxes = self.inboxes.clone();
+        let classifier = self.classifier.clone();
         move |registry| {
+            if let Some(c) = &classifier {
+                c.registry(registry.clone());
+            }
             for s in &inboxes {
                 let _ = s.send(ShardMsg::Registry(registry.clone()));
             }

@@ -178,6 +178,8 @@ pub struct MockConfig {
     pub reasoning_parser: Option<String>,
     /// Answer with the text the prompt scripts ([`echo`]); needs `model_dir`'s tokenizer.
     pub echo: Option<echo::EchoSplit>,
+    /// The card's `runtime_config.total_kv_blocks` (of `kv_cache_block_size` 64 tokens).
+    pub total_kv_blocks: u64,
     /// The request plane's TLS, as a real worker takes it from `DYN_TCP_TLS_*`: its listener
     /// (certificate, key, client CA) and its call-backs (CA or insecure, client identity,
     /// server name). Plain TCP by default.
@@ -211,6 +213,7 @@ impl Default for MockConfig {
             tool_call_parser: None,
             reasoning_parser: None,
             echo: None,
+            total_kv_blocks: 16384,
             tls: Default::default(),
         }
     }

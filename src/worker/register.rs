@@ -202,6 +202,7 @@ impl MockWorker {
             card.extend(rest);
         }
         if let Some(Value::Object(rc)) = card.get_mut("runtime_config") {
+            rc.insert("total_kv_blocks".into(), json!(cfg.total_kv_blocks));
             rc.insert("tool_call_parser".into(), json!(cfg.tool_call_parser));
             rc.insert("reasoning_parser".into(), json!(cfg.reasoning_parser));
         }

@@ -173,6 +173,13 @@ impl KvSelector {
         }
     }
 
+    /// Whether `pool`'s selector takes the request classifier's worker when it is eligible
+    /// (1.6.1: the default cost function exclusively, `thunderagent` first; the two-tier
+    /// cost function reads no target).
+    pub fn takes_target(&self, pool: Pool) -> bool {
+        !matches!(self.selector(pool), Selector::TwoTier { .. })
+    }
+
     fn selector(&self, pool: Pool) -> &Selector {
         match pool {
             Pool::Aggregated => &self.selectors.aggregated,

@@ -126,7 +126,16 @@ fn a_new_source_is_restored_in_full_and_a_gap_is_filled_from_the_worker() {
                                   "end_event_id": null, "supports_tree_dump_failed": true});
     assert_eq!(queries[0], full, "first a full restore, as 1.6.1 sends on discovery");
     assert_eq!((queries[1]["start_event_id"].as_u64(), queries[1]["end_event_id"].as_u64()), (Some(2), Some(3)));
-    let counts = ingest.stats.counts();
+    // The replica can see the recovered events before the ingest thread counts them: await it.
+    let t0 = Instant::now();
+    let counts = loop {
+        let counts = ingest.stats.counts();
+        if (counts.gaps >= 1 && counts.recovered >= 2 && counts.restores >= 1) || t0.elapsed() > Duration::from_secs(5)
+        {
+            break counts;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
     assert!(counts.gaps >= 1 && counts.recovered >= 2 && counts.restores >= 1, "{counts:?}");
     assert_eq!(counts.recovery_failures, 0);
     assert_eq!(counts.malformed, 0);

@@ -80,7 +80,7 @@ impl Tokenizer {
 
     /// `n` instances (at least one) of the tokenizer `raw` describes, built side by side on
     /// up to `threads` threads (building one takes over a second for a large vocabulary, and
-    /// a server builds one per shard). They share the first one's token table.
+    /// a server builds one per shard). They share one token table.
     pub fn instances_from_json_text(raw: String, n: usize, threads: usize) -> Result<Vec<Tokenizer>, String> {
         let n = n.max(1);
         if n == 1 {
@@ -89,17 +89,11 @@ impl Tokenizer {
         let said_canonical = canonical::is_canonical(&raw);
         let json = if said_canonical { raw } else { canonical::rewrite(&raw)? };
         let built = Self::build_side_by_side(&json, n, threads);
-        let mut built = match built {
+        match built {
             // A file that said it was canonical and failed is converted, as one instance is.
-            Err(_) if said_canonical => Self::build_side_by_side(&canonical::rewrite(&json)?, n, threads)?,
-            other => other?,
-        };
-        if let Some(bytes) = built[0].bytes.clone() {
-            for t in &mut built[1..] {
-                t.bytes = Some(bytes.clone());
-            }
+            Err(_) if said_canonical => Self::build_side_by_side(&canonical::rewrite(&json)?, n, threads),
+            other => other,
         }
-        Ok(built)
     }
 
     /// `n` instances from canonical `json`, in order, on up to `threads` threads (this one

@@ -587,9 +587,7 @@ impl State {
                 }
             }
         }
-        let next =
-            self.sessions.get(&r.session).filter(|s| s.current.is_none()).and_then(|s| s.waiting.front()).map(|w| w.id);
-        if let Some(next) = next {
+        if let Some(next) = self.idle_front(&r.session) {
             self.admit(next, caps, now);
         }
         if self.sessions.get(&r.session).is_some_and(|s| s.current.is_none() && s.waiting.is_empty()) {
@@ -619,6 +617,11 @@ impl State {
         self.sessions
             .get(&r.session)
             .is_some_and(|s| s.current.is_none() && s.waiting.front().is_some_and(|w| w.id == id && w.reg == r.reg))
+    }
+
+    /// The first waiting turn of `session` when none of its turns is running.
+    fn idle_front(&self, session: &str) -> Option<u128> {
+        self.sessions.get(session).filter(|s| s.current.is_none()).and_then(|s| s.waiting.front()).map(|w| w.id)
     }
 
     fn waiting_pin(&self, session: &str) -> Option<Rank> {

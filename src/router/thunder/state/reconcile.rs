@@ -171,9 +171,7 @@ impl State {
             p.deferred_since = None;
             p.worker = worker;
         });
-        let next =
-            self.sessions.get(session).filter(|s| s.current.is_none()).and_then(|s| s.waiting.front()).map(|w| w.id);
-        if let Some(id) = next {
+        if let Some(id) = self.idle_front(session) {
             self.release(id, worker);
         }
         true

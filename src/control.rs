@@ -38,7 +38,7 @@ use crate::discovery::{watch, ServedInstance, Snapshot, Source};
 use crate::ingest::recovery::Target;
 use crate::ingest::Publishers;
 use crate::plane::payload::Codec;
-use crate::registry::{CardLimits, Pool, Registry, Serving, TokensModel, Worker};
+use crate::registry::{CardLimits, Pool, Registry, Role, Serving, Surfaces, TokensModel, Worker};
 use crate::shard::Server;
 use crate::tokenize::ModelFiles;
 
@@ -177,6 +177,17 @@ impl Builder {
             pool: Pool::of_worker_type(card.worker_type.as_deref()),
             needs_prefill: needs(card, "prefill"),
             remote_indexers: Vec::new(),
+            surfaces: Surfaces::of_model_type(card.model_type.flags.iter().map(String::as_str)),
+            role: Arc::new(Role {
+                namespace: served.endpoint.namespace.clone(),
+                worker_type: card.worker_type.clone(),
+                needs: card
+                    .needs
+                    .iter()
+                    .filter_map(|alt| alt.as_array())
+                    .map(|alt| alt.iter().filter_map(|t| t.as_str().map(str::to_string)).collect())
+                    .collect(),
+            }),
         })
     }
 
@@ -485,6 +496,7 @@ impl Control {
         let nats_plane = cfg.request_plane_nats.is_some();
         let remote_indexer = cfg.use_remote_indexer;
         let load_only = cfg.router_mode != crate::config::settings::RouterMode::Kv;
+        let anthropic = cfg.paths.anthropic.is_some();
         let stop2 = stop.clone();
         let thread = std::thread::Builder::new().name("control".into()).spawn(move || {
             let mut source: Box<dyn Source> = match backend {
@@ -514,6 +526,8 @@ impl Control {
                 nats_plane,
                 remote_indexer,
             };
+            // The route groups open, and the surfaces the last registry's models declared.
+            let (mut open, mut present) = (Surfaces::initially_open(anthropic), Surfaces::NONE);
             watch(
                 source.as_mut(),
                 &stop2,
@@ -529,6 +543,10 @@ impl Control {
                         let _ = a.send(scopes.collect());
                     }
                     builder.add_serving(&mut registry, snap);
+                    let now = registry.present();
+                    open = Surfaces::next_open(open, present, now, anthropic);
+                    present = now;
+                    registry.open = Some(open);
                     let registry = Arc::new(registry);
                     if let Some(t) = &tap {
                         let _ = t.send(registry.clone());

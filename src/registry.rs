@@ -169,6 +169,21 @@ pub struct Serving {
     /// `--use-remote-indexer`: the served indexers (`kv_indexer_query` instances) under the
     /// workers' component, asked in turn for each request's matches.
     pub remote_indexers: Vec<Worker>,
+    /// The surfaces its card's `model_type` declares: a request of another kind is answered
+    /// 404 `Model not found`, as 1.6.1 answers it.
+    pub surfaces: Surfaces,
+    /// Its card's role, for `/v1/models/{id}/ready`: the workers' namespace, the card's
+    /// `worker_type` (`None`: a card from before worker types) and `needs` (alternatives, each
+    /// a list of worker types).
+    pub role: std::sync::Arc<Role>,
+}
+
+/// A pool's card role (see [`Serving::role`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Role {
+    pub namespace: String,
+    pub worker_type: Option<String>,
+    pub needs: Vec<Vec<String>>,
 }
 
 impl Serving {
@@ -191,6 +206,10 @@ pub struct Registry {
     pub serving: std::collections::BTreeMap<String, std::sync::Arc<Serving>>,
     /// Alias → primary name, for every alias discovery accepted (listed or not).
     pub aliases: std::collections::BTreeMap<String, String>,
+    /// The route groups open now (1.6.1's endpoint flags): a route of a closed group answers
+    /// a bare 404. See [`Surfaces::next_open`]; `None` until discovery's first snapshot
+    /// ([`Surfaces::initially_open`] then).
+    pub open: Option<Surfaces>,
     /// Records discovery skipped in the current snapshot, by bucket (`v1/mdc`, ...): files
     /// that are not records, cards whose model cannot be served, instances that cannot be
     /// reached. Every bucket discovery reads is here (0 when nothing was skipped).
@@ -200,5 +219,135 @@ pub struct Registry {
 impl Registry {
     pub fn model(&self, name: &str) -> Option<&ModelEntry> {
         self.models.iter().find(|m| m.name == name)
+    }
+
+    /// The route groups open now.
+    pub fn open(&self, anthropic: bool) -> Surfaces {
+        self.open.unwrap_or_else(|| Surfaces::initially_open(anthropic))
+    }
+
+    /// Every surface some served model declares.
+    pub fn present(&self) -> Surfaces {
+        self.serving.values().fold(Surfaces::NONE, |all, s| all | s.surfaces)
+    }
+}
+
+/// A set of surfaces: the kinds of request a model serves (its card's `model_type` flags, in
+/// 1.6.1's bit order), and the route groups a frontend has open. Two groups are not model
+/// types: Responses and Anthropic Messages, opened by a chat model.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Surfaces(u16);
+
+impl Surfaces {
+    pub const NONE: Surfaces = Surfaces(0);
+    pub const CHAT: Surfaces = Surfaces(1 << 0);
+    pub const COMPLETIONS: Surfaces = Surfaces(1 << 1);
+    pub const EMBEDDING: Surfaces = Surfaces(1 << 2);
+    pub const TENSOR: Surfaces = Surfaces(1 << 3);
+    pub const IMAGES: Surfaces = Surfaces(1 << 5);
+    pub const AUDIOS: Surfaces = Surfaces(1 << 6);
+    pub const VIDEOS: Surfaces = Surfaces(1 << 7);
+    pub const REALTIME: Surfaces = Surfaces(1 << 8);
+    pub const CLASSIFY: Surfaces = Surfaces(1 << 9);
+    pub const POOLING: Surfaces = Surfaces(1 << 10);
+    pub const RERANK: Surfaces = Surfaces(1 << 11);
+    /// Route groups only.
+    pub const RESPONSES: Surfaces = Surfaces(1 << 12);
+    pub const ANTHROPIC: Surfaces = Surfaces(1 << 13);
+
+    /// The flags of a card's `model_type` (names as 1.6.1 writes them; unknown ones ignored).
+    pub fn of_model_type<'a>(flags: impl IntoIterator<Item = &'a str>) -> Surfaces {
+        const NAMES: [(&str, Surfaces); 11] = [
+            ("Chat", Surfaces::CHAT),
+            ("Completions", Surfaces::COMPLETIONS),
+            ("Embedding", Surfaces::EMBEDDING),
+            ("TensorBased", Surfaces::TENSOR),
+            ("Images", Surfaces::IMAGES),
+            ("Audios", Surfaces::AUDIOS),
+            ("Videos", Surfaces::VIDEOS),
+            ("Realtime", Surfaces::REALTIME),
+            ("Classify", Surfaces::CLASSIFY),
+            ("Pooling", Surfaces::POOLING),
+            ("Rerank", Surfaces::RERANK),
+        ];
+        flags.into_iter().fold(Surfaces::NONE, |all, f| {
+            NAMES.iter().find(|(n, _)| n.eq_ignore_ascii_case(f.trim())).map_or(all, |(_, s)| all | *s)
+        })
+    }
+
+    pub fn contains(self, other: Surfaces) -> bool {
+        other.0 != 0 && self.0 & other.0 == other.0
+    }
+
+    /// The route groups these model surfaces open: their own, and with chat the two
+    /// translation layers over it (Responses; Anthropic Messages when that API is on).
+    pub fn routes(self, anthropic: bool) -> Surfaces {
+        let mut open = Surfaces(self.0 & !Surfaces::TENSOR.0);
+        if self.contains(Surfaces::CHAT) {
+            open = open | Surfaces::RESPONSES;
+            if anthropic {
+                open = open | Surfaces::ANTHROPIC;
+            }
+        }
+        open
+    }
+
+    /// The groups open before any model is seen (1.6.1: embeddings and Responses, and
+    /// Anthropic Messages when that API is on; chat and completions wait for a model).
+    pub fn initially_open(anthropic: bool) -> Surfaces {
+        let open = Surfaces::EMBEDDING | Surfaces::RESPONSES;
+        if anthropic {
+            open | Surfaces::ANTHROPIC
+        } else {
+            open
+        }
+    }
+
+    /// The groups open after models of `now` surfaces replaced models of `before` ones: a
+    /// group opens when a model of its kind arrives and closes only when the last one leaves
+    /// (a group open from the start stays open until a model of its kind came and went).
+    pub fn next_open(open: Surfaces, before: Surfaces, now: Surfaces, anthropic: bool) -> Surfaces {
+        let vacated = Surfaces(before.0 & !now.0);
+        Surfaces((open.0 | now.routes(anthropic).0) & !vacated.routes(anthropic).0)
+    }
+}
+
+impl std::ops::BitOr for Surfaces {
+    type Output = Surfaces;
+    fn bitor(self, rhs: Surfaces) -> Surfaces {
+        Surfaces(self.0 | rhs.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Surfaces;
+
+    #[test]
+    fn model_type_flags_read_as_1_6_1_names_them() {
+        let s = Surfaces::of_model_type("Chat | Completions".split('|'));
+        assert!(s.contains(Surfaces::CHAT) && s.contains(Surfaces::COMPLETIONS));
+        assert!(!s.contains(Surfaces::EMBEDDING));
+        assert_eq!(Surfaces::of_model_type(["embedding", "Bogus"]), Surfaces::EMBEDDING);
+        assert!(!Surfaces::NONE.contains(Surfaces::NONE));
+    }
+
+    #[test]
+    fn route_groups_open_with_a_model_and_close_when_the_last_leaves() {
+        let start = Surfaces::initially_open(false);
+        assert!(start.contains(Surfaces::EMBEDDING) && start.contains(Surfaces::RESPONSES));
+        assert!(!start.contains(Surfaces::CHAT) && !start.contains(Surfaces::ANTHROPIC));
+        assert!(Surfaces::initially_open(true).contains(Surfaces::ANTHROPIC));
+        let chat = Surfaces::CHAT | Surfaces::COMPLETIONS;
+        let open = Surfaces::next_open(start, Surfaces::NONE, chat, true);
+        assert!(open.contains(Surfaces::CHAT | Surfaces::COMPLETIONS | Surfaces::ANTHROPIC | Surfaces::EMBEDDING));
+        // The chat model leaves: its groups close, embeddings (open from the start) stay.
+        let gone = Surfaces::next_open(open, chat, Surfaces::NONE, true);
+        assert_eq!(gone, Surfaces::EMBEDDING);
+        // An embedding model that comes and goes closes the embeddings group.
+        let e = Surfaces::next_open(gone, Surfaces::NONE, Surfaces::EMBEDDING, false);
+        assert_eq!(Surfaces::next_open(e, Surfaces::EMBEDDING, Surfaces::NONE, false), Surfaces::NONE);
+        // Tensor models open no HTTP route.
+        assert_eq!(Surfaces::TENSOR.routes(false), Surfaces::NONE);
     }
 }

@@ -73,7 +73,7 @@ fn pipelined_in_order(driver: &str) {
     batch.extend_from_slice(GET_LIVE);
     batch.extend_from_slice(b"GET /nope HTTP/1.1\r\n\r\n");
     batch.extend_from_slice(b"HEAD /live HTTP/1.1\r\n\r\n");
-    batch.extend_from_slice(b"POST /v1/chat/completions HTTP/1.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n39\r\n{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}\r\n0\r\n\r\n");
+    batch.extend_from_slice(b"POST /v1/embeddings HTTP/1.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n20\r\n{\"model\":\"m\",\"input\":\"hi there\"}\r\n0\r\n\r\n");
     batch.extend_from_slice(b"GET /v1/models HTTP/1.1\r\n\r\n");
     c.send(&batch);
     let r = c.read_response();
@@ -119,17 +119,18 @@ fn body_over_limit_gets_413(driver: &str) {
 fn expect_continue_and_chunked(driver: &str) {
     let s = start(driver, &[], &[]);
     let mut c = Client::connect(s.addr);
-    c.send(b"POST /v1/completions HTTP/1.1\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: 27\r\n\r\n");
+    // (The embeddings route is open before any model is seen, as in 1.6.1.)
+    c.send(b"POST /v1/embeddings HTTP/1.1\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: 26\r\n\r\n");
     let interim = c.read_response();
     assert_eq!(interim.status, 100);
-    c.send(b"{\"model\":\"m\",\"prompt\":\"hi\"}");
+    c.send(b"{\"model\":\"m\",\"input\":\"hi\"}");
     let r = c.read_response();
     assert_eq!(r.status, 404);
     assert_eq!(r.json()["message"], "Model not found");
     // Chunked body split across writes.
-    c.send(b"POST /v1/completions HTTP/1.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n4\r\n{\"mo");
+    c.send(b"POST /v1/embeddings HTTP/1.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n4\r\n{\"mo");
     std::thread::sleep(Duration::from_millis(20));
-    c.send(b"\r\n17\r\ndel\":\"m\",\"prompt\":\"hi\"}\r\n0\r\n\r\n");
+    c.send(b"\r\n16\r\ndel\":\"m\",\"input\":\"hi\"}\r\n0\r\n\r\n");
     assert_eq!(c.read_response().json()["message"], "Model not found");
     s.shutdown();
 }
@@ -141,13 +142,18 @@ fn statuses_and_error_shapes(driver: &str) {
     assert_eq!((r.status, r.header("allow")), (405, Some("GET,HEAD")));
     let r = c.roundtrip(b"GET /v1/chat/completions HTTP/1.1\r\n\r\n");
     assert_eq!((r.status, r.header("allow")), (405, Some("POST")));
-    let r =
-        c.roundtrip(b"POST /v1/chat/completions HTTP/1.1\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\n{}");
+    // No chat or completions model was ever seen: those routes answer a bare 404, as 1.6.1's.
+    for path in ["/v1/chat/completions", "/v1/completions"] {
+        let head = format!("POST {path} HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{{}}");
+        let r = c.roundtrip(head.as_bytes());
+        assert_eq!((r.status, r.body.len()), (404, 0), "{path}");
+    }
+    let r = c.roundtrip(b"POST /v1/embeddings HTTP/1.1\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\n{}");
     assert_eq!(r.status, 415);
     assert_eq!(r.json()["message"], "Expected request with Content-Type application/json");
     assert_eq!(r.json()["type"], "Unsupported Media Type");
     let r = c.roundtrip(
-        b"POST /v1/chat/completions HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 9\r\n\r\n{\"model\":",
+        b"POST /v1/embeddings HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 9\r\n\r\n{\"model\":",
     );
     assert_eq!(r.status, 400);
     let msg = r.json()["message"].as_str().unwrap().to_string();

@@ -49,6 +49,7 @@ pub struct RoutePaths {
     pub anthropic: Option<String>,
     /// `/v1/responses`; its token count is `<responses>/input_tokens`.
     pub responses: String,
+    pub embeddings: String,
 }
 
 /// Route-path variables switchyard honours: (variable, default path).
@@ -60,12 +61,12 @@ pub const SERVED_PATH_VARS: &[(&str, &str)] = &[
     ("DYN_HTTP_SVC_CHAT_PATH", "/v1/chat/completions"),
     ("DYN_HTTP_SVC_CMP_PATH", "/v1/completions"),
     ("DYN_HTTP_SVC_RESPONSES_PATH", "/v1/responses"),
+    ("DYN_HTTP_SVC_EMB_PATH", "/v1/embeddings"),
 ];
 
 /// Dynamo 1.6.1 variables whose behaviour switchyard does not have yet: setting one stops
 /// start-up instead of being silently ignored.
 pub const UNBUILT_ENV_VARS: &[&str] = &[
-    "DYN_HTTP_SVC_EMB_PATH",
     "DYN_HTTP_SVC_FILES_PATH",
     "DYN_HTTP_SVC_BATCHES_PATH",
     "DYN_HTTP_SVC_POOLING_PATH",
@@ -435,6 +436,7 @@ fn typed(parsed: Parsed, env: &dyn Fn(&str) -> Option<String>) -> Result<Config,
             false => None,
         },
         responses: path(SERVED_PATH_VARS[6].0, SERVED_PATH_VARS[6].1)?,
+        embeddings: path(SERVED_PATH_VARS[7].0, SERVED_PATH_VARS[7].1)?,
     };
     let metrics_port = int(p, "grpc_metrics_port").unwrap_or(8788);
     let grpc_metrics_port = u16::try_from(metrics_port)

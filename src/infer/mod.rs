@@ -136,7 +136,7 @@ pub fn run<'a>(
     ctx: &'a Rc<ShardCtx>,
     req: &'a mut InferRequest,
 ) -> impl std::future::Future<Output = Result<Generation, Error>> + 'a {
-    let resolved = resolve::resolve(&ctx.registry(), &req.model);
+    let resolved = resolve::resolve_for(&ctx.registry(), &req.model, req.endpoint);
     generation::start(ctx, resolved, req)
 }
 

@@ -9,7 +9,8 @@
 use std::sync::Arc;
 
 use crate::error::{Error, Kind};
-use crate::registry::{Registry, Serving, TensorModel, TokensModel};
+use crate::metrics::Endpoint;
+use crate::registry::{Registry, Serving, Surfaces, TensorModel, TokensModel};
 
 /// What serves a resolved model.
 #[derive(Clone, Debug)]
@@ -40,6 +41,33 @@ impl Resolved {
             (None, Some(t)) => ModelKind::Tokens(t),
             (None, None) => ModelKind::Text,
         }
+    }
+}
+
+/// The surface a request of `endpoint` needs of its model (`None`: tensor requests, whose
+/// adapter checks the model's kind itself).
+pub fn surface_of(endpoint: Endpoint) -> Option<Surfaces> {
+    Some(match endpoint {
+        Endpoint::ChatCompletions | Endpoint::AnthropicMessages | Endpoint::Responses => Surfaces::CHAT,
+        Endpoint::Completions => Surfaces::COMPLETIONS,
+        Endpoint::Tensor => return None,
+        Endpoint::Embeddings => Surfaces::EMBEDDING,
+        Endpoint::Classify => Surfaces::CLASSIFY,
+        Endpoint::Rerank => Surfaces::RERANK,
+        Endpoint::Pooling => Surfaces::POOLING,
+        Endpoint::Images => Surfaces::IMAGES,
+        Endpoint::Videos => Surfaces::VIDEOS,
+        Endpoint::Audios => Surfaces::AUDIOS,
+    })
+}
+
+/// Find `model` in `registry` for a request of `endpoint`: a model whose card does not
+/// declare that surface is not found for it (1.6.1 has no engine of that kind for it).
+pub fn resolve_for(registry: &Registry, model: &str, endpoint: Endpoint) -> Result<Resolved, Error> {
+    let resolved = resolve(registry, model)?;
+    match surface_of(endpoint) {
+        Some(s) if !resolved.serving.surfaces.contains(s) => Err(Error::new(Kind::NotFound, "Model not found")),
+        _ => Ok(resolved),
     }
 }
 
@@ -83,6 +111,8 @@ mod tests {
             pool: crate::registry::Pool::Decode,
             needs_prefill: true,
             remote_indexers: Vec::new(),
+            surfaces: crate::registry::Surfaces::CHAT,
+            role: Default::default(),
         };
         let mut registry = Registry::default();
         registry.serving.insert("m".into(), Arc::new(serving));

@@ -41,10 +41,31 @@ pub enum Endpoint {
     AnthropicMessages = 3,
     /// OpenAI Responses (`/v1/responses`).
     Responses = 4,
+    /// The routes forwarded to workers of other model types.
+    Embeddings = 5,
+    Classify = 6,
+    Rerank = 7,
+    Pooling = 8,
+    Images = 9,
+    Videos = 10,
+    Audios = 11,
 }
 
-const N_ENDPOINTS: usize = 5;
-const ENDPOINTS: [&str; N_ENDPOINTS] = ["chat_completions", "completions", "tensor", "anthropic_messages", "responses"];
+const N_ENDPOINTS: usize = 12;
+const ENDPOINTS: [&str; N_ENDPOINTS] = [
+    "chat_completions",
+    "completions",
+    "tensor",
+    "anthropic_messages",
+    "responses",
+    "embeddings",
+    "classify",
+    "rerank",
+    "pooling",
+    "images",
+    "videos",
+    "audios",
+];
 const REQUEST_TYPES: [&str; 2] = ["unary", "stream"];
 
 /// How a request ended (`status` and `error_type` labels).

@@ -56,6 +56,7 @@ pub mod chunks;
 pub mod common;
 pub mod completions;
 pub mod content;
+pub mod embeddings;
 pub mod guided;
 pub mod logprobs;
 pub mod messages;
@@ -64,6 +65,7 @@ pub mod parsed;
 pub mod response;
 pub mod serve;
 pub mod strict;
+pub mod surfaces;
 pub mod to_infer;
 pub mod validate;
 

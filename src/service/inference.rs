@@ -51,6 +51,21 @@ pub async fn input_tokens(ctx: &Rc<ShardCtx>, req: &Request) -> Response {
     }
 }
 
+/// Serve one request of a route forwarded to workers of another model type (embeddings):
+/// the OpenAI adapter's [`crate::openai::surfaces`].
+pub async fn surface(ctx: &Rc<ShardCtx>, route: RouteId, req: &Request, key: Key) -> Response {
+    use crate::openai::surfaces::{serve, Answer, Surface};
+    let surface = match route {
+        RouteId::Embeddings => Surface::Embeddings,
+        _ => return Response::new(404),
+    };
+    match serve(ctx, surface, &req.body, caller(ctx, req, key)).await {
+        Ok(Answer::Json(body)) => Response::json(200, body),
+        Err(e) if e.kind() == Kind::Overloaded => overloaded(ctx, &e),
+        Err(e) => Response::error(&e),
+    }
+}
+
 /// The API key a request was admitted with (`--api-keys-file`).
 pub type Key = crate::infer::ApiKey;
 

@@ -22,6 +22,7 @@ mod busy;
 mod h2;
 pub mod inference;
 pub mod ops;
+mod ready;
 pub mod routes;
 
 use std::rc::Rc;
@@ -104,6 +105,13 @@ impl Frontend {
             tracker::count_failure(&self.ctx.metrics, e.kind());
             return Ok(Response::error(&e).with_header("allow", allow));
         }
+        if let Some(group) = route.group {
+            // 1.6.1 answers a route of a closed group with a bare 404 (no body).
+            let anthropic = self.ctx.shared.config.paths.anthropic.is_some();
+            if !self.ctx.registry().open(anthropic).contains(group) {
+                return Ok(Response::new(404));
+            }
+        }
         if route.json_body && req.head.method == Method::Post && !is_json(req.content_type()) {
             let e = Error::new(Kind::UnsupportedMediaType, "Expected request with Content-Type application/json");
             if matches!(route.id, RouteId::AnthropicMessages | RouteId::AnthropicCountTokens) {
@@ -120,6 +128,7 @@ impl Frontend {
         let key = match route.id {
             RouteId::ChatCompletions
             | RouteId::Completions
+            | RouteId::Embeddings
             | RouteId::Responses
             | RouteId::ResponsesInputTokens
             | RouteId::AnthropicMessages
@@ -143,7 +152,7 @@ impl Frontend {
             RouteId::Health => Ok(ops::health(&self.ctx)),
             RouteId::Live => Ok(ops::live()),
             RouteId::Models => Ok(ops::models(&self.ctx)),
-            RouteId::Model => ops::model(&self.ctx, &path[route.path.len()..]),
+            RouteId::Model | RouteId::ModelReady => ops::model(&self.ctx, &path[route.path.len()..]),
             RouteId::Metrics => Ok(ops::metrics(&self.ctx, self.keys.as_deref()).await),
             RouteId::OpenApi => Ok(ops::openapi(&self.routes)),
             RouteId::ChatCompletions | RouteId::Completions => {
@@ -155,6 +164,7 @@ impl Frontend {
             RouteId::AnthropicMessages | RouteId::AnthropicCountTokens | RouteId::AnthropicUnknown => {
                 Ok(anthropic::handle(&self.ctx, route.id, req, key).await)
             }
+            RouteId::Embeddings => Ok(inference::surface(&self.ctx, route.id, req, key).await),
         }
     }
 }

@@ -33,6 +33,8 @@ pub fn draining(route: RouteId) -> Option<Response> {
         }
         RouteId::Models
         | RouteId::Model
+        | RouteId::ModelReady
+        | RouteId::Embeddings
         | RouteId::ChatCompletions
         | RouteId::Completions
         | RouteId::Responses
@@ -70,14 +72,50 @@ pub fn models(ctx: &ShardCtx) -> Response {
     Response::json(200, serde_json::to_vec(&body).unwrap_or_default())
 }
 
-/// One model by id (the rest of the path after `/v1/models/`), or 404 `Model not found`.
+/// One model by id (the rest of the path after `/v1/models/`, slashes and all), by 1.6.1's
+/// precedence: a model of that exact name (503 while it cannot serve); else, for `X/ready`,
+/// the readiness of model `X`; else 404 `Model not found`.
 pub fn model(ctx: &ShardCtx, id: &[u8]) -> Result<Response, Error> {
     let reg = ctx.registry();
-    let id = std::str::from_utf8(id).unwrap_or("");
-    match reg.model(id) {
-        Some(m) => Ok(Response::json(200, serde_json::to_vec(&model_json(m)).unwrap_or_default())),
-        None => Err(Error::new(Kind::NotFound, "Model not found")),
+    // The id as 1.6.1's router hands it over: percent-decoded, one leading slash dropped
+    // (`/v1/models//m` is model `m`).
+    let decoded = percent_decoded(id);
+    let id = std::str::from_utf8(&decoded).unwrap_or("");
+    let id = id.strip_prefix('/').unwrap_or(id);
+    if reg.serving.contains_key(id) {
+        return match reg.model(id) {
+            Some(m) => Ok(Response::json(200, serde_json::to_vec(&model_json(m)).unwrap_or_default())),
+            None => Err(crate::infer::resolve::not_ready(id)),
+        };
     }
+    if let Some(serving) = id.strip_suffix("/ready").and_then(|base| reg.serving.get(base).map(|s| (base, s))) {
+        let (status, body) = super::ready::readiness(serving.0, serving.1);
+        return Ok(Response::json(status, serde_json::to_vec(&body).unwrap_or_default()));
+    }
+    Err(Error::new(Kind::NotFound, "Model not found"))
+}
+
+/// `%XX` escapes of a path segment decoded (others kept as they are).
+fn percent_decoded(raw: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    if !raw.contains(&b'%') {
+        return std::borrow::Cow::Borrowed(raw);
+    }
+    let hex = |b: u8| (b as char).to_digit(16);
+    let mut out = Vec::with_capacity(raw.len());
+    let mut i = 0;
+    while i < raw.len() {
+        match (raw[i], raw.get(i + 1).copied().and_then(hex), raw.get(i + 2).copied().and_then(hex)) {
+            (b'%', Some(h), Some(l)) => {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+            }
+            (b, _, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 /// How long a scrape waits for the other shards.
@@ -130,14 +168,24 @@ pub async fn metrics(ctx: &ShardCtx, keys: Option<&crate::auth::Keys>) -> Respon
 /// An OpenAPI 3.1 document of the routes this frontend serves.
 pub fn openapi(routes: &Routes) -> Response {
     let mut paths = serde_json::Map::new();
-    for r in routes.iter().filter(|r| r.id != RouteId::AnthropicUnknown) {
-        let path = if r.id == RouteId::Model { format!("{}{{model}}", r.path) } else { r.path.clone() };
+    // 1.6.1 lists neither the document itself nor the catch-all of unknown Anthropic routes.
+    let listed =
+        routes.iter().filter(|r| !matches!(r.id, RouteId::AnthropicUnknown | RouteId::OpenApi)).flat_map(|r| {
+            // The model route is listed as 1.6.1 lists it: the retrieval (ids may hold slashes)
+            // and the readiness sub-resource it also serves.
+            let ready =
+                (r.id == RouteId::Model).then(|| (format!("{}{{model_id}}/ready", r.path), RouteId::ModelReady));
+            let path = if r.id == RouteId::Model { format!("{}{{*model_id}}", r.path) } else { r.path.clone() };
+            std::iter::once((path, r.id)).chain(ready).map(move |(path, id)| (path, id, r))
+        });
+    for (path, id, r) in listed {
         let mut ops = serde_json::Map::new();
         for m in r.methods {
+            let summary = if id == RouteId::ModelReady { "Whether one model can serve requests" } else { r.summary };
             let mut op = serde_json::json!({
-                "summary": r.summary,
+                "summary": summary,
                 "operationId": format!("{}_{}", m.as_str().to_ascii_lowercase(),
-                    path.trim_matches('/').replace(['/', '.', '{', '}'], "_")),
+                    path.trim_matches('/').replace(['/', '.', '{', '}', '*'], "_")),
                 "responses": {
                     "200": { "description": "Successful response" },
                     "400": { "description": "Bad request - invalid input" },
@@ -155,9 +203,9 @@ pub fn openapi(routes: &Routes) -> Response {
                 op["requestBody"]["content"]["application/json"]["example"] =
                     serde_json::json!({"model": "Qwen/Qwen3-0.6B", "input": "What is the capital of France?"});
             }
-            if r.id == RouteId::Model {
+            if matches!(id, RouteId::Model | RouteId::ModelReady) {
                 op["parameters"] = serde_json::json!([{
-                    "name": "model", "in": "path", "required": true, "schema": { "type": "string" }
+                    "name": "model_id", "in": "path", "required": true, "schema": { "type": "string" }
                 }]);
             }
             ops.insert(m.as_str().to_ascii_lowercase(), op);

@@ -5,6 +5,7 @@
 
 use crate::config::RoutePaths;
 use crate::http1::Method;
+use crate::registry::Surfaces;
 
 /// What a route does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,6 +31,10 @@ pub enum RouteId {
     AnthropicCountTokens,
     /// Any other path below `/v1/messages/`: a 404 in Anthropic's shape, as 1.6.1.
     AnthropicUnknown,
+    /// `GET /v1/models/{model_id}/ready` (served by the `Model` route: listed on its own).
+    ModelReady,
+    /// `POST /v1/embeddings`, forwarded to an embedding model's workers.
+    Embeddings,
 }
 
 /// One route.
@@ -41,6 +46,10 @@ pub struct Route {
     /// A POST's body must be JSON (415 otherwise).
     pub json_body: bool,
     pub summary: &'static str,
+    /// The route group it belongs to (1.6.1's endpoint types): while the group is closed
+    /// (no model of its kind, see [`crate::registry::Surfaces::next_open`]) the route answers
+    /// a bare 404. `None`: always served.
+    pub group: Option<Surfaces>,
 }
 
 impl Route {
@@ -53,6 +62,18 @@ impl Route {
         }
         names.join(",")
     }
+}
+
+/// The route group of `id`: the kind of model that opens it.
+fn group_of(id: RouteId) -> Option<Surfaces> {
+    Some(match id {
+        RouteId::ChatCompletions => Surfaces::CHAT,
+        RouteId::Completions => Surfaces::COMPLETIONS,
+        RouteId::Responses | RouteId::ResponsesInputTokens => Surfaces::RESPONSES,
+        RouteId::AnthropicMessages | RouteId::AnthropicCountTokens => Surfaces::ANTHROPIC,
+        RouteId::Embeddings => Surfaces::EMBEDDING,
+        _ => return None,
+    })
 }
 
 /// Every route a shard serves.
@@ -72,6 +93,7 @@ impl Routes {
             methods,
             json_body,
             summary,
+            group: group_of(id),
         };
         let model_prefix = format!("{}/", paths.models.trim_end_matches('/'));
         let mut routes = Routes {
@@ -99,6 +121,7 @@ impl Routes {
                     true,
                     "The busy thresholds of every model (GET), or set one's (POST)",
                 ),
+                r(RouteId::Embeddings, &paths.embeddings, POST, true, "Create embeddings"),
             ],
         };
         if let Some(messages) = &paths.anthropic {

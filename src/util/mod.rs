@@ -3,6 +3,7 @@
 //! allocator's few settings ([`alloc`]) and how io_uring runtimes are built ([`uring`]).
 
 pub mod alloc;
+pub mod base64;
 pub mod date;
 pub mod uring;
 pub mod yaml;

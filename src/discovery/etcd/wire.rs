@@ -296,46 +296,14 @@ pub(crate) fn set_timeouts(stream: &TcpStream, t: Duration) -> io::Result<()> {
 // JSON conventions of the gateway
 // ---------------------------------------------------------------------------------------------
 
-const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
 /// Standard base64 with padding (what protobuf's JSON mapping uses for `bytes`).
 pub(crate) fn b64_encode(bytes: &[u8]) -> String {
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for group in bytes.chunks(3) {
-        let b = [group[0], *group.get(1).unwrap_or(&0), *group.get(2).unwrap_or(&0)];
-        let n = u32::from(b[0]) << 16 | u32::from(b[1]) << 8 | u32::from(b[2]);
-        for i in 0..4 {
-            if i <= group.len() {
-                out.push(B64[(n >> (18 - 6 * i) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
+    crate::util::base64::encode(bytes)
 }
 
 /// Decodes standard or URL-safe base64, padded or not.
 pub(crate) fn b64_decode(text: &str) -> io::Result<Vec<u8>> {
-    let mut out = Vec::with_capacity(text.len() / 4 * 3);
-    let (mut acc, mut bits) = (0u32, 0u32);
-    for c in text.bytes().filter(|&c| c != b'=') {
-        let v = match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' | b'-' => 62,
-            b'/' | b'_' => 63,
-            _ => return Err(bad(format!("bad base64 byte {c:#x}"))),
-        };
-        acc = acc << 6 | u32::from(v);
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-        }
-    }
-    Ok(out)
+    crate::util::base64::decode_lenient(text).map_err(|c| bad(format!("bad base64 byte {c:#x}")))
 }
 
 /// An int64 field: the gateway writes them as strings; numbers are accepted too; absent is 0.

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the tests start as real servers: etcd-server (`etcd`, the
 # etcd discovery backend), nats-server, and python3-zmq (a real libzmq PUB socket for the
-# event-plane tests); and tcpdump, which scripts/interop_tls_plane.sh reads the wire with.
+# event-plane tests); tcpdump, which scripts/interop_tls_plane.sh reads the wire with; and
+# chromium, the headless browser scripts/docs_chromium.sh renders Swagger UI at /docs in
+# (with fonts-dejavu-core, so that its screenshot has letters without recommended packages).
 # Idempotent: installs only what is missing, and refreshes the package lists only then. Never starts a service: a policy-rc.d that denies
 # every start is in place during the install (there is no systemd here either).
 # Not root: prints the command to run instead.
 set -euo pipefail
 
-packages=(etcd-server nats-server python3-zmq tcpdump)
+packages=(etcd-server nats-server python3-zmq tcpdump chromium fonts-dejavu-core)
 missing=()
 for p in "${packages[@]}"; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
@@ -42,5 +44,5 @@ export DEBIAN_FRONTEND=noninteractive
 echo "installing ${missing[*]}"
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-command -v etcd >/dev/null && command -v nats-server >/dev/null
+command -v etcd >/dev/null && command -v nats-server >/dev/null && command -v chromium >/dev/null
 echo "installed ${missing[*]}"

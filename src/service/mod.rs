@@ -8,13 +8,14 @@
 //! 4. runs the route's handler ([`ops`] for health, live, models, metrics and the OpenAPI
 //!    document; [`inference`] for the OpenAI routes, whose failures the driver counts;
 //!    [`anthropic`] for the Anthropic Messages routes, which answer errors in Anthropic's
-//!    shape);
+//!    shape; [`swagger`] for Swagger UI at `/docs`, which answers its own methods and misses);
 //! 5. records the status in the shard's metrics, and any other error in `failures_total`.
 //!
 //! Over HTTP/2 the same service answers every stream ([`h2`]); gRPC calls go to
 //! [`crate::kserve`].
 //!
-//! Everything here runs on one shard thread and owns no locks. What crosses threads is the
+//! Everything here runs on one shard thread and owns no locks (but the once-per-process
+//! inflation of Swagger UI's rarely asked files, [`swagger`]). What crosses threads is the
 //! scrape of other shards' metrics (through their inboxes) and the `Arc<Registry>` snapshot.
 
 pub mod anthropic;
@@ -24,6 +25,7 @@ pub mod inference;
 pub mod ops;
 mod ready;
 pub mod routes;
+mod swagger;
 
 use std::rc::Rc;
 use std::sync::Arc;
@@ -90,6 +92,10 @@ impl Frontend {
             return Ok(anthropic::error(&e));
         }
         let method = req.head.method;
+        if route.id == RouteId::Docs {
+            // Swagger UI's files answer their own methods and misses (bodiless, as 1.6.1's).
+            return Ok(swagger::serve(method, path));
+        }
         let allowed =
             route.methods.contains(&method) || (method == Method::Head && route.methods.contains(&Method::Get));
         if !allowed {
@@ -161,6 +167,7 @@ impl Frontend {
             RouteId::Responses => Ok(inference::responses(&self.ctx, req, key).await),
             RouteId::ResponsesInputTokens => Ok(inference::input_tokens(&self.ctx, req).await),
             RouteId::BusyThreshold => Ok(busy::handle(&self.ctx, req)),
+            RouteId::Docs => Ok(swagger::serve(method, path)),
             RouteId::AnthropicMessages | RouteId::AnthropicCountTokens | RouteId::AnthropicUnknown => {
                 Ok(anthropic::handle(&self.ctx, route.id, req, key).await)
             }

@@ -21,7 +21,7 @@ pub fn health(ctx: &ShardCtx) -> Response {
 }
 
 /// What a draining frontend answers instead (Dynamo 1.6.1's shapes), or `None` for routes
-/// that keep working while requests in flight finish (`/metrics`, `/openapi.json`).
+/// that keep working while requests in flight finish (`/metrics`, `/openapi.json`, `/docs`).
 pub fn draining(route: RouteId) -> Option<Response> {
     match route {
         RouteId::Health => Some(Response::json_static(
@@ -45,7 +45,7 @@ pub fn draining(route: RouteId) -> Option<Response> {
             let e = Error::new(Kind::ServiceUnavailable, "Service is not ready");
             Some(Response::json(503, e.to_anthropic_body()))
         }
-        RouteId::Metrics | RouteId::OpenApi | RouteId::BusyThreshold => None,
+        RouteId::Metrics | RouteId::OpenApi | RouteId::BusyThreshold | RouteId::Docs => None,
     }
 }
 
@@ -168,9 +168,12 @@ pub async fn metrics(ctx: &ShardCtx, keys: Option<&crate::auth::Keys>) -> Respon
 /// An OpenAPI 3.1 document of the routes this frontend serves.
 pub fn openapi(routes: &Routes) -> Response {
     let mut paths = serde_json::Map::new();
-    // 1.6.1 lists neither the document itself nor the catch-all of unknown Anthropic routes.
-    let listed =
-        routes.iter().filter(|r| !matches!(r.id, RouteId::AnthropicUnknown | RouteId::OpenApi)).flat_map(|r| {
+    // 1.6.1 lists neither the document itself, nor the catch-all of unknown Anthropic routes, nor
+    // Swagger UI.
+    let listed = routes
+        .iter()
+        .filter(|r| !matches!(r.id, RouteId::AnthropicUnknown | RouteId::OpenApi | RouteId::Docs))
+        .flat_map(|r| {
             // The model route is listed as 1.6.1 lists it: the retrieval (ids may hold slashes)
             // and the readiness sub-resource it also serves.
             let ready =

@@ -1,7 +1,7 @@
 //! The route table: which paths exist, which methods they take, whether they read JSON.
 //!
 //! Built once per shard at start-up from the configured paths; lookups compare bytes, with
-//! one prefix route (`/v1/models/{id}`).
+//! prefix routes (`/v1/models/{id}`, unknown Anthropic paths, `/docs/…`).
 
 use crate::config::RoutePaths;
 use crate::http1::Method;
@@ -35,6 +35,8 @@ pub enum RouteId {
     ModelReady,
     /// `POST /v1/embeddings`, forwarded to an embedding model's workers.
     Embeddings,
+    /// Swagger UI: `/docs` and every path below `/docs/` (`swagger`); not in `/openapi.json`.
+    Docs,
 }
 
 /// One route.
@@ -138,14 +140,19 @@ impl Routes {
                 r(RouteId::AnthropicUnknown, &format!("{messages}/"), POST, false, "Unknown Anthropic route"),
             ]);
         }
+        // Last, so that a path configured below `/docs/` still reaches its own route.
+        routes.routes.push(r(RouteId::Docs, "/docs", GET, false, "Swagger UI"));
         routes
     }
 
-    /// The route for `path` (exact match; `/v1/models/{id}` by prefix).
+    /// The route for `path` (exact match; `/v1/models/{id}` and `/docs/…` by prefix).
     pub fn find(&self, path: &[u8]) -> Option<&Route> {
         self.routes.iter().find(|r| match r.id {
             RouteId::Model => path.len() > r.path.len() && path.starts_with(r.path.as_bytes()),
             RouteId::AnthropicUnknown => path.starts_with(r.path.as_bytes()),
+            RouteId::Docs => {
+                path.strip_prefix(r.path.as_bytes()).is_some_and(|rest| rest.is_empty() || rest[0] == b'/')
+            }
             _ => path == r.path.as_bytes(),
         })
     }

@@ -474,19 +474,20 @@ impl Control {
         backend: Backend,
         kv: Option<flume::Sender<Publishers>>,
     ) -> std::io::Result<Control> {
-        Control::start_announcing(cfg, server, backend, kv, None, None)
+        Control::start_announcing(cfg, server, backend, kv, None, Vec::new())
     }
 
     /// [`Control::start_with_kv`], also telling `announce` which endpoints are served (the
     /// scopes of this process's own records: `--router-replica-sync`, `--serve-indexer`),
-    /// and sending `tap` every registry the shards get (the served indexer's).
+    /// and sending each of `taps` every registry once the shards have been handed it (the
+    /// served indexer's, the `--interactive` terminal's).
     pub fn start_announcing(
         cfg: &Config,
         server: &Server,
         backend: Backend,
         kv: Option<flume::Sender<Publishers>>,
         announce: Option<flume::Sender<BTreeSet<Scope>>>,
-        tap: Option<flume::Sender<Arc<Registry>>>,
+        taps: Vec<flume::Sender<Arc<Registry>>>,
     ) -> std::io::Result<Control> {
         let stop = Arc::new(AtomicBool::new(false));
         let publisher = server.publisher();
@@ -548,10 +549,12 @@ impl Control {
                     present = now;
                     registry.open = Some(open);
                     let registry = Arc::new(registry);
-                    if let Some(t) = &tap {
+                    // Shards first: whoever a tap tells sends its requests after this
+                    // registry in every inbox.
+                    publisher(registry.clone());
+                    for t in &taps {
                         let _ = t.send(registry.clone());
                     }
-                    publisher(registry);
                 },
                 |e| crate::log::warn(&format!("discovery scan failed: {e}")),
             );

@@ -21,6 +21,7 @@
 //! | [`discovery`], [`control`] | etcd / file / mem stores → model cards → Registry snapshots | control thread |
 //! | [`ingest`] | the event-ingest thread: KV events, recovery, replica sync → rings | ingest thread |
 //! | [`worker`] | the in-tree mock worker (tests, benches, the embedded demo) | its own std threads |
+//! | [`interactive`] | `-i`: text chat in the terminal, each turn a chat completion run on a shard | main thread (+ a task per turn on shard 0) |
 //! | [`bench`] | `switchyard bench`: the latency benchmark client (its own process) | one monoio thread |
 //! | [`error`] | the one error type: kind, side, retry; status mapping in one place | everywhere |
 //! | `fuzzing` | the fuzz targets, shared by `fuzz/` and `tests/fuzz_corpus.rs` | the fuzzer's or test's thread |
@@ -48,6 +49,7 @@ pub mod http1;
 pub mod indexer;
 pub mod infer;
 pub mod ingest;
+pub mod interactive;
 pub mod kserve;
 pub mod log;
 pub mod metrics;

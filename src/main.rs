@@ -1,7 +1,9 @@
 //! `switchyard`: parse the configuration, start the shards, wait for SIGTERM/SIGINT, drain.
 //! Two subcommands run something else instead: `switchyard mock-worker …` (the in-tree mock
 //! worker, [`switchyard::worker::cli`]) and `switchyard bench …` (the latency benchmark
-//! client, [`switchyard::bench`]).
+//! client, [`switchyard::bench`]). With `-i` / `--interactive` the shards listen nowhere and
+//! the main thread runs a text chat in the terminal instead ([`switchyard::interactive`]),
+//! the signals being waited for on a thread of their own.
 //!
 //! The main thread is the control thread: it blocks the termination signals before any shard
 //! starts (so every thread inherits the mask and only `sigtimedwait` here sees them), starts
@@ -59,8 +61,9 @@ fn main() {
     raise_open_files_limit();
     // Before any thread starts: the allocator's arena stays on ordinary pages.
     switchyard::util::alloc::without_huge_pages();
-    // With HTTPS, SIGHUP reloads the certificate instead of ending the process.
-    let signals = block_termination_signals(cfg.tls.is_some());
+    // With HTTPS, SIGHUP reloads the certificate instead of ending the process; in a terminal
+    // session (no HTTPS there) it ends the session cleanly, as a closed terminal should.
+    let signals = block_termination_signals(cfg.tls.is_some() || cfg.interactive);
     let server = match switchyard::service::start(cfg.clone()) {
         Ok(s) => s,
         Err(e) => {
@@ -68,13 +71,19 @@ fn main() {
             std::process::exit(1);
         }
     };
-    log::info(&format!(
-        "listening on {}://{} with {} shard(s), io driver {}",
-        if server.tls { "https" } else { "http" },
-        server.addr,
-        server.drivers.len(),
-        server.drivers.first().copied().unwrap_or("?")
-    ));
+    let driver = server.drivers.first().copied().unwrap_or("?");
+    match server.listening {
+        true => log::info(&format!(
+            "listening on {}://{} with {} shard(s), io driver {driver}",
+            if server.tls { "https" } else { "http" },
+            server.addr,
+            server.drivers.len(),
+        )),
+        false => log::info(&format!(
+            "interactive: text chat in the terminal, no HTTP listener; {} shard(s), io driver {driver}",
+            server.drivers.len()
+        )),
+    }
     let mut embedded = None;
     let backend = match cfg.discovery {
         Discovery::File => {
@@ -191,28 +200,52 @@ fn main() {
     };
     let kv = ingest.as_ref().map(|i| i.sender());
     let announce = announcer.as_ref().map(|a| a.sender());
-    let tap = served.as_ref().map(|s| s.registry_sender());
-    let control = match backend.map(|b| Control::start_announcing(&cfg, &server, b, kv, announce, tap)).transpose() {
+    let mut taps: Vec<_> = served.as_ref().map(|s| s.registry_sender()).into_iter().collect();
+    // --interactive: the terminal learns the models from every registry the shards get.
+    let terminal = cfg.interactive.then(|| {
+        let (tx, rx) = flume::unbounded();
+        taps.push(tx);
+        rx
+    });
+    let control = match backend.map(|b| Control::start_announcing(&cfg, &server, b, kv, announce, taps)).transpose() {
         Ok(c) => c,
         Err(e) => stop_starting(format!("cannot start discovery: {e}"), || server.shutdown()),
     };
 
     // HTTPS: the certificate is rebuilt when its files change or on SIGHUP.
     let reloader = match &cfg.tls {
-        Some(files) => match switchyard::tls::reload::Reloader::start(files.clone(), server.tls_publisher()) {
-            Ok(r) => Some(r),
-            Err(e) => stop_starting(format!("cannot start the TLS reload thread: {e}"), || server.shutdown()),
-        },
-        None => None,
-    };
-    let sig = loop {
-        match (wait_for(&signals), &reloader) {
-            (libc::SIGHUP, Some(r)) => r.reload_now(),
-            (sig, _) => break sig,
+        Some(files) if server.listening => {
+            match switchyard::tls::reload::Reloader::start(files.clone(), server.tls_publisher()) {
+                Ok(r) => Some(r),
+                Err(e) => stop_starting(format!("cannot start the TLS reload thread: {e}"), || server.shutdown()),
+            }
         }
+        _ => None,
+    };
+    let (sig, code) = match terminal {
+        Some(registry) => {
+            // The terminal session on this thread; the signals, waited for on another one,
+            // end it as they stop the server.
+            let end = switchyard::interactive::run(&server, &cfg, registry, move || wait_for(&signals));
+            let code = end.exit_code();
+            match end {
+                switchyard::interactive::End::Signal(sig) => (Some(sig), code),
+                _ => (None, code),
+            }
+        }
+        None => loop {
+            match (wait_for(&signals), &reloader) {
+                (libc::SIGHUP, Some(r)) => r.reload_now(),
+                (sig, _) => break (Some(sig), 0),
+            }
+        },
     };
     drop(reloader);
-    log::info(&format!("signal {sig} received: draining (grace {}s)", cfg.graceful_shutdown.as_secs_f64()));
+    let grace = cfg.graceful_shutdown.as_secs_f64();
+    match sig {
+        Some(sig) => log::info(&format!("signal {sig} received: draining (grace {grace}s)")),
+        None => log::info(&format!("the terminal session ended: draining (grace {grace}s)")),
+    }
     // Drain first: discovery keeps serving snapshots to the requests still in flight.
     server.shutdown();
     if let Some(c) = control {
@@ -223,6 +256,9 @@ fn main() {
     drop(served);
     drop(ingest);
     log::info("stopped");
+    if code != 0 {
+        std::process::exit(code);
+    }
 }
 
 /// Start-up failed: say why, stop what already runs (`shutdown`), exit 1.

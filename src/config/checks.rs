@@ -90,6 +90,8 @@ const IMPLEMENTED: &[&str] = &[
     // Request migration (`infer::migrate`).
     "migration_limit",
     "migration_max_seq_len",
+    // Text chat in the terminal (`interactive`), no HTTP listener.
+    "interactive",
     // KServe gRPC on --http-port beside the OpenAI routes; ops routes also on the metrics port.
     "kserve_grpc_server",
     "grpc_metrics_port",

@@ -218,8 +218,11 @@ pub struct Config {
     pub kv_busy: settings::BusyThresholds,
     /// `--router-session-affinity-ttl-secs` and `-mode` (`None`: affinity off).
     pub session_affinity: Option<(Duration, settings::AffinityMode)>,
+    /// `-i` / `--interactive`: text chat in the terminal instead of any HTTP listener
+    /// ([`crate::interactive`]); it wins over `--kserve-grpc-server`, as in 1.6.1.
+    pub interactive: bool,
     /// `--kserve-grpc-server`: the KServe v2 gRPC service on `--http-port` (the OpenAI routes
-    /// stay there too).
+    /// stay there too). Off with `--interactive`.
     pub kserve_grpc: bool,
     /// `--grpc-metrics-port`: with `--kserve-grpc-server`, the ops routes (`/metrics`,
     /// `/health`, `/live`, `/v1/models`) are also served there, as 1.6.1 serves them.
@@ -443,7 +446,8 @@ fn typed(parsed: Parsed, env: &dyn Fn(&str) -> Option<String>) -> Result<Config,
         .map_err(|_| invalid(format!("--grpc-metrics-port {metrics_port} is not a TCP port")))?;
     let max_header_bytes = count("max_header_bytes", 256)?;
     Ok(Config {
-        kserve_grpc: boolean(p, "kserve_grpc_server"),
+        interactive: boolean(p, "interactive"),
+        kserve_grpc: boolean(p, "kserve_grpc_server") && !boolean(p, "interactive"),
         grpc_metrics_port,
         h2: settings::Settings {
             max_concurrent_streams: u32::try_from(count("h2_max_concurrent_streams", 1)?).unwrap_or(u32::MAX),
@@ -656,6 +660,10 @@ mod tests {
         assert!(c.kserve_grpc);
         assert_eq!(c.grpc_metrics_port, 9001);
         assert_eq!((c.h2.connection_window, c.h2.stream_window), (Some(16 << 20), Some(1 << 20)));
+        // `-i` wins over `--kserve-grpc-server`, as in 1.6.1 (no listener at all then).
+        let c = run(&["--kserve-grpc-server", "-i"], &[]).unwrap();
+        assert!(c.interactive && !c.kserve_grpc);
+        assert!(run(&[], &[("DYN_INTERACTIVE", "true")]).unwrap().interactive);
         let c = run(&[], &[("DYN_KSERVE_GRPC_SERVER", "true")]).unwrap();
         assert!(c.kserve_grpc);
         assert!(run(&["--grpc-metrics-port", "70000"], &[]).is_err());

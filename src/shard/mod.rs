@@ -13,7 +13,9 @@
 //!    [`crate::h2::conn::serve`] or [`crate::http1::conn::serve`], both answering through the
 //!    same service (built per shard by the factory [`Server::start`] is given: the HTTP
 //!    service of [`crate::service`] in the server). With `--kserve-grpc-server` each shard also listens on
-//!    `--grpc-metrics-port`, serving the same routes.
+//!    `--grpc-metrics-port`, serving the same routes. With `--interactive` no shard listens:
+//!    requests reach the shards as work sent to their inboxes ([`ShardMsg::Run`], from the
+//!    terminal of [`crate::interactive`]).
 //! 3. [`Server::shutdown`] sends `Shutdown` to every inbox. Each shard closes its [`gate`]:
 //!    requests already in flight finish while `/health` and `/live` answer 503 and new
 //!    inference requests get 503 "Service is not ready" (Dynamo 1.6.1's draining behaviour),
@@ -67,9 +69,15 @@ pub enum ShardMsg {
     Busy(String, crate::config::settings::BusyThresholds),
     /// The HTTPS configuration for connections accepted from now on (a certificate reload).
     Tls(Arc<rustls::ServerConfig>),
+    /// Run this on the shard (from its inbox task; it may spawn tasks of its own): how a
+    /// caller without a connection (the `--interactive` terminal) hands a shard a request.
+    Run(Work),
     /// Stop accepting, drain, exit.
     Shutdown,
 }
+
+/// Work for a shard's inbox task ([`ShardMsg::Run`]).
+pub type Work = Box<dyn FnOnce(&Rc<ShardCtx>) + Send>;
 
 /// What every shard can see: fixed at start-up, read-only afterwards.
 pub struct Shared {
@@ -134,8 +142,11 @@ impl ShardCtx {
 
 /// The running shards.
 pub struct Server {
-    /// The address every shard's listener is bound to.
+    /// The address every shard's listener is bound to (`0.0.0.0:0` when `listening` is
+    /// false).
     pub addr: SocketAddr,
+    /// Whether the shards listen on `--http-port` (not with `--interactive`).
+    pub listening: bool,
     /// Where `--grpc-metrics-port` is bound (with `--kserve-grpc-server`).
     pub metrics_addr: Option<SocketAddr>,
     /// The I/O driver each shard runs ("io_uring", with its completion mode, or "epoll").
@@ -164,13 +175,21 @@ impl Server {
             0 => cores.len().max(1),
             n => n,
         };
+        // `--interactive`: no listener (and so no HTTPS configuration to read either).
+        let listening = !config.interactive;
         // HTTPS: the files are read before anything is bound, so a bad one stops the start.
         let tls = match &config.tls {
-            Some(files) => Some(crate::tls::server_config(files).map_err(io::Error::other)?),
-            None => None,
+            Some(files) if listening => Some(crate::tls::server_config(files).map_err(io::Error::other)?),
+            _ => None,
         };
-        let listeners = listener::bind_all(&config.http_host, config.http_port, n, config.listen_backlog)?;
-        let addr = listeners[0].local_addr()?;
+        let (listeners, addr) = match listening {
+            true => {
+                let all = listener::bind_all(&config.http_host, config.http_port, n, config.listen_backlog)?;
+                let addr = all[0].local_addr()?;
+                (all.into_iter().map(Some).collect(), addr)
+            }
+            false => ((0..n).map(|_| None).collect::<Vec<_>>(), SocketAddr::from(([0, 0, 0, 0], 0))),
+        };
         let mut extra: Vec<Option<std::net::TcpListener>> = match config.kserve_grpc {
             true => listener::bind_all(&config.http_host, config.grpc_metrics_port, n, config.listen_backlog)?
                 .into_iter()
@@ -230,7 +249,7 @@ impl Server {
                 Err(_) => return Err(io::Error::other("a shard thread exited during start-up")),
             }
         }
-        Ok(Server { addr, metrics_addr, drivers, tls: tls.is_some(), inboxes: senders, threads, classifier })
+        Ok(Server { addr, listening, metrics_addr, drivers, tls: tls.is_some(), inboxes: senders, threads, classifier })
     }
 
     /// A function another thread can keep to give every shard a new HTTPS configuration
@@ -242,6 +261,11 @@ impl Server {
                 let _ = s.send(ShardMsg::Tls(config.clone()));
             }
         }
+    }
+
+    /// The inbox of shard `id` (`None` past the last shard).
+    pub fn inbox(&self, id: usize) -> Option<flume::Sender<ShardMsg>> {
+        self.inboxes.get(id).cloned()
     }
 
     /// Hand every shard a new Registry snapshot.
@@ -285,7 +309,7 @@ impl Server {
 fn run_shard<S: Service + crate::h2::Handler, F: Fn(Rc<ShardCtx>) -> Rc<S>>(
     id: usize,
     core: Option<core_affinity::CoreId>,
-    listener: (std::net::TcpListener, Option<std::net::TcpListener>),
+    listener: (Option<std::net::TcpListener>, Option<std::net::TcpListener>),
     tls: Option<Arc<rustls::ServerConfig>>,
     inbox: flume::Receiver<ShardMsg>,
     shared: Arc<Shared>,
@@ -332,21 +356,22 @@ fn build_epoll() -> io::Result<monoio::Runtime<monoio::time::TimeDriver<monoio::
 
 async fn shard_main<S: Service + crate::h2::Handler>(
     id: usize,
-    listeners: (std::net::TcpListener, Option<std::net::TcpListener>),
+    listeners: (Option<std::net::TcpListener>, Option<std::net::TcpListener>),
     tls: Option<Arc<rustls::ServerConfig>>,
     inbox: flume::Receiver<ShardMsg>,
     shared: Arc<Shared>,
     make_service: &dyn Fn(Rc<ShardCtx>) -> Rc<S>,
 ) {
-    let (listener, metrics_listener) =
-        match (TcpListener::from_std(listeners.0), listeners.1.map(TcpListener::from_std)) {
-            (Ok(l), None) => (l, None),
-            (Ok(l), Some(Ok(m))) => (l, Some(m)),
-            (Err(e), _) | (_, Some(Err(e))) => {
-                crate::log::error(&format!("shard {id}: listener: {e}"));
-                return;
-            }
-        };
+    let (listener, metrics_listener) = match (
+        listeners.0.map(TcpListener::from_std).transpose(),
+        listeners.1.map(TcpListener::from_std).transpose(),
+    ) {
+        (Ok(l), Ok(m)) => (l, m),
+        (Err(e), _) | (_, Err(e)) => {
+            crate::log::error(&format!("shard {id}: listener: {e}"));
+            return;
+        }
+    };
     let cfg = &shared.config;
     let conn = ConnConfig {
         limits: Limits {
@@ -408,7 +433,9 @@ async fn shard_main<S: Service + crate::h2::Handler>(
     if let Some(m) = metrics_listener {
         monoio::spawn(accept_loop(id, m, false, ctx.clone(), service.clone()));
     }
-    monoio::spawn(accept_loop(id, listener, true, ctx.clone(), service));
+    if let Some(l) = listener {
+        monoio::spawn(accept_loop(id, l, true, ctx.clone(), service));
+    }
     ctx.gate.closed().await;
     monoio::select! {
         _ = ctx.gate.drained() => {},
@@ -557,6 +584,7 @@ async fn inbox_loop(ctx: Rc<ShardCtx>, inbox: flume::Receiver<ShardMsg>) {
             ShardMsg::Inhibit(worker, until) => ctx.router.inhibit_here(worker, until),
             ShardMsg::Session(m) => ctx.sessions.apply(m),
             ShardMsg::Tls(config) => *ctx.tls.borrow_mut() = Some(config),
+            ShardMsg::Run(work) => work(&ctx),
             ShardMsg::Shutdown => ctx.gate.close(),
         }
     }

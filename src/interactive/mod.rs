@@ -377,11 +377,11 @@ impl Session {
 }
 
 /// The model to chat with in `registry`: the oldest served model (by name among equals)
-/// that takes text (not tensors) and has its workers.
+/// whose card declares chat and that has its workers.
 fn chat_model(registry: &Registry) -> Option<String> {
     let served = registry.models.iter().filter_map(|m| {
         let s = registry.serving.get(&m.name)?;
-        (s.ready() && s.tensor.is_none()).then(|| (m.created, s.name.clone()))
+        (s.ready() && s.surfaces.contains(crate::registry::Surfaces::CHAT)).then(|| (m.created, s.name.clone()))
     });
     served.min().map(|(_, name)| name)
 }
@@ -438,6 +438,8 @@ mod tests {
             pool: Default::default(),
             needs_prefill: false,
             remote_indexers: Vec::new(),
+            surfaces: crate::registry::Surfaces::CHAT,
+            role: Default::default(),
         })
     }
 

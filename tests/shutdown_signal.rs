@@ -59,13 +59,13 @@ fn drains_in_flight_then_exits_zero(driver: &str, sig: i32) {
     let mut busy = TcpStream::connect(addr).unwrap();
     busy.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     busy.write_all(
-        b"POST /v1/completions HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 27\r\n\r\n{\"mo",
+        b"POST /v1/embeddings HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 26\r\n\r\n{\"mo",
     )
     .unwrap();
     std::thread::sleep(Duration::from_millis(100));
     signal(&child, sig);
     std::thread::sleep(Duration::from_millis(300));
-    busy.write_all(b"del\":\"m\",\"prompt\":\"hi\"}").unwrap();
+    busy.write_all(b"del\":\"m\",\"input\":\"hi\"}").unwrap();
     let mut resp = String::new();
     busy.read_to_string(&mut resp).unwrap();
     assert!(resp.starts_with("HTTP/1.1 404 Not Found\r\n"), "{resp}");

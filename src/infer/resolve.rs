@@ -66,18 +66,23 @@ pub fn surface_of(endpoint: Endpoint) -> Option<Surfaces> {
 pub fn resolve_for(registry: &Registry, model: &str, endpoint: Endpoint) -> Result<Resolved, Error> {
     let resolved = resolve(registry, model)?;
     match surface_of(endpoint) {
-        Some(s) if !resolved.serving.surfaces.contains(s) => Err(Error::new(Kind::NotFound, "Model not found")),
+        Some(s) if !resolved.serving.surfaces.contains(s) => Err(model_not_found()),
         _ => Ok(resolved),
     }
 }
 
 /// Find `model` in `registry`, with at least one worker.
 pub fn resolve(registry: &Registry, model: &str) -> Result<Resolved, Error> {
-    let serving = registry.serving.get(model).ok_or_else(|| Error::new(Kind::NotFound, "Model not found"))?;
+    let serving = registry.serving.get(model).ok_or_else(model_not_found)?;
     if !serving.ready() {
         return Err(not_ready(model));
     }
     Ok(Resolved { serving: serving.clone() })
+}
+
+/// 1.6.1's answer for a model it does not have (or not for the request's kind).
+pub fn model_not_found() -> Error {
+    Error::new(Kind::NotFound, "Model not found")
 }
 
 /// 1.6.1's answer for a model that is known but cannot be served yet: no live worker, or

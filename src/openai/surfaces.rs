@@ -8,7 +8,7 @@ use std::rc::Rc;
 
 use super::embeddings;
 use crate::error::{Error, Kind};
-use crate::infer::resolve::{resolve_for, ModelKind};
+use crate::infer::resolve::{model_not_found, resolve_for, ModelKind};
 use crate::infer::{Caller, Event, InferRequest, Input};
 use crate::metrics::Endpoint;
 use crate::shard::ShardCtx;
@@ -38,30 +38,24 @@ pub enum Answer {
 /// Answer one request of `surface`.
 pub async fn serve(ctx: &Rc<ShardCtx>, surface: Surface, body: &Bytes, caller: Caller) -> Result<Answer, Error> {
     let endpoint = surface.endpoint();
-    let parsed = match surface {
-        Surface::Embeddings => parse::<embeddings::NvCreateEmbeddingRequest>(body).map(Parsed::Embeddings),
-    };
-    let mut parsed = match parsed {
-        Ok(p) => p,
+    // Refusals before the worker (bad body, model not found or not ready), counted as 1.6.1
+    // counts them.
+    let checked = parse_for(surface, body).and_then(|parsed| {
+        let resolved = resolve_for(&ctx.registry(), parsed.model(), endpoint)?;
+        match resolved.kind() {
+            ModelKind::Text => Ok((parsed, resolved)),
+            // Token-input embedding models are not served yet: refused as 1.6.1 refuses a
+            // model without that surface, never answered wrongly.
+            _ => Err(model_not_found()),
+        }
+    });
+    let (mut parsed, resolved) = match checked {
+        Ok(checked) => checked,
         Err(e) => {
             super::serve::rejected_body(ctx, endpoint, body, &e);
             return Err(e);
         }
     };
-    let resolved = match resolve_for(&ctx.registry(), parsed.model(), endpoint) {
-        Ok(r) => r,
-        Err(e) => {
-            super::serve::rejected_body(ctx, endpoint, body, &e);
-            return Err(e);
-        }
-    };
-    if !matches!(resolved.kind(), ModelKind::Text) {
-        // Token-input embedding models are not served yet: refused as 1.6.1 refuses a model
-        // without that surface, never answered wrongly.
-        let e = Error::new(Kind::NotFound, "Model not found");
-        super::serve::rejected_body(ctx, endpoint, body, &e);
-        return Err(e);
-    }
     // The worker and the answer name the model by its primary name.
     parsed.set_model(resolved.model());
     let forward = parsed.to_json()?;
@@ -110,6 +104,13 @@ impl Parsed {
             Parsed::Embeddings(r) => serde_json::to_vec(r),
         }
         .map_err(|e| Error::internal(e.to_string()))
+    }
+}
+
+/// The body as `surface`'s request type.
+fn parse_for(surface: Surface, body: &[u8]) -> Result<Parsed, Error> {
+    match surface {
+        Surface::Embeddings => parse(body).map(Parsed::Embeddings),
     }
 }
 

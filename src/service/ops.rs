@@ -79,9 +79,8 @@ pub fn model(ctx: &ShardCtx, id: &[u8]) -> Result<Response, Error> {
     let reg = ctx.registry();
     // The id as 1.6.1's router hands it over: percent-decoded, one leading slash dropped
     // (`/v1/models//m` is model `m`).
-    let decoded = percent_decoded(id);
-    let id = std::str::from_utf8(&decoded).unwrap_or("");
-    let id = id.strip_prefix('/').unwrap_or(id);
+    let decoded = crate::util::percent_decode(id).unwrap_or_default();
+    let id = decoded.strip_prefix('/').unwrap_or(&decoded);
     if reg.serving.contains_key(id) {
         return match reg.model(id) {
             Some(m) => Ok(Response::json(200, serde_json::to_vec(&model_json(m)).unwrap_or_default())),
@@ -92,30 +91,7 @@ pub fn model(ctx: &ShardCtx, id: &[u8]) -> Result<Response, Error> {
         let (status, body) = super::ready::readiness(serving.0, serving.1);
         return Ok(Response::json(status, serde_json::to_vec(&body).unwrap_or_default()));
     }
-    Err(Error::new(Kind::NotFound, "Model not found"))
-}
-
-/// `%XX` escapes of a path segment decoded (others kept as they are).
-fn percent_decoded(raw: &[u8]) -> std::borrow::Cow<'_, [u8]> {
-    if !raw.contains(&b'%') {
-        return std::borrow::Cow::Borrowed(raw);
-    }
-    let hex = |b: u8| (b as char).to_digit(16);
-    let mut out = Vec::with_capacity(raw.len());
-    let mut i = 0;
-    while i < raw.len() {
-        match (raw[i], raw.get(i + 1).copied().and_then(hex), raw.get(i + 2).copied().and_then(hex)) {
-            (b'%', Some(h), Some(l)) => {
-                out.push((h * 16 + l) as u8);
-                i += 3;
-            }
-            (b, _, _) => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    std::borrow::Cow::Owned(out)
+    Err(crate::infer::resolve::model_not_found())
 }
 
 /// How long a scrape waits for the other shards.

@@ -102,7 +102,7 @@ pub fn serve(method: Method, path: &[u8]) -> Response {
     let Some(tail) = path.strip_prefix(DIR.as_bytes()) else {
         return Response::new(303).with_header("location", DIR);
     };
-    let Some(name) = percent_decode(tail) else {
+    let Some(name) = crate::util::percent_decode(tail) else {
         return Response::text(400, "text/plain; charset=utf-8", "Invalid URL: Invalid UTF-8 in `rest`");
     };
     let name = if name.is_empty() || name == "/" { "index.html" } else { name.as_str() };
@@ -130,30 +130,6 @@ fn bytes(i: usize) -> Option<&'static [u8]> {
     }
 }
 
-/// `tail` percent-decoded as 1.6.1 decodes a path's rest: `%XX` (either hex case) becomes its
-/// byte, a `%` not followed by two hex digits stays; `None` when the result is not UTF-8.
-fn percent_decode(tail: &[u8]) -> Option<String> {
-    let mut out = Vec::with_capacity(tail.len());
-    let mut i = 0;
-    while i < tail.len() {
-        let escaped = match tail[i..] {
-            [b'%', hi, lo, ..] => crate::util::hex_digit(hi).zip(crate::util::hex_digit(lo)),
-            _ => None,
-        };
-        match escaped {
-            Some((hi, lo)) => {
-                out.push(hi << 4 | lo);
-                i += 3;
-            }
-            None => {
-                out.push(tail[i]);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8(out).ok()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -164,17 +140,5 @@ mod tests {
             let body = bytes(i).unwrap_or_else(|| panic!("{} does not inflate", a.name));
             assert!(!body.is_empty(), "{} is empty", a.name);
         }
-    }
-
-    #[test]
-    fn names_decode_as_1_6_1_decodes_them() {
-        assert_eq!(percent_decode(b"index%2ecss").as_deref(), Some("index.css"));
-        assert_eq!(percent_decode(b"%69ndex.css").as_deref(), Some("index.css"));
-        assert_eq!(percent_decode(b"%2Findex.css").as_deref(), Some("/index.css"));
-        assert_eq!(percent_decode(b"%zz").as_deref(), Some("%zz"));
-        assert_eq!(percent_decode(b"%").as_deref(), Some("%"));
-        assert_eq!(percent_decode(b"a%4").as_deref(), Some("a%4"));
-        assert_eq!(percent_decode(b"%c3%a9").as_deref(), Some("é"));
-        assert_eq!(percent_decode(b"a%ffb"), None);
     }
 }

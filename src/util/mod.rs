@@ -18,6 +18,30 @@ pub fn hex_digit(b: u8) -> Option<u8> {
     }
 }
 
+/// `tail` percent-decoded as 1.6.1 decodes a path's rest: `%XX` (either hex case) becomes its
+/// byte, a `%` not followed by two hex digits stays; `None` when the result is not UTF-8.
+pub fn percent_decode(tail: &[u8]) -> Option<String> {
+    let mut out = Vec::with_capacity(tail.len());
+    let mut i = 0;
+    while i < tail.len() {
+        let escaped = match tail[i..] {
+            [b'%', hi, lo, ..] => hex_digit(hi).zip(hex_digit(lo)),
+            _ => None,
+        };
+        match escaped {
+            Some((hi, lo)) => {
+                out.push(hi << 4 | lo);
+                i += 3;
+            }
+            None => {
+                out.push(tail[i]);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
 /// Whether `bytes` goes into a JSON string as it is: no quote, backslash or control byte,
 /// the only bytes serde_json escapes. Branch-free over the bytes, so it vectorizes.
 pub fn json_plain(bytes: &[u8]) -> bool {
@@ -175,6 +199,18 @@ pub fn new_subject() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn paths_decode_as_1_6_1_decodes_them() {
+        assert_eq!(percent_decode(b"index%2ecss").as_deref(), Some("index.css"));
+        assert_eq!(percent_decode(b"%69ndex.css").as_deref(), Some("index.css"));
+        assert_eq!(percent_decode(b"%2Findex.css").as_deref(), Some("/index.css"));
+        assert_eq!(percent_decode(b"%zz").as_deref(), Some("%zz"));
+        assert_eq!(percent_decode(b"%").as_deref(), Some("%"));
+        assert_eq!(percent_decode(b"a%4").as_deref(), Some("a%4"));
+        assert_eq!(percent_decode(b"%c3%a9").as_deref(), Some("é"));
+        assert_eq!(percent_decode(b"a%ffb"), None);
+    }
 
     proptest::proptest! {
         #[test]

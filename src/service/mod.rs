@@ -114,7 +114,7 @@ impl Frontend {
         if let Some(group) = route.group {
             // 1.6.1 answers a route of a closed group with a bare 404 (no body).
             let anthropic = self.ctx.shared.config.paths.anthropic.is_some();
-            if !self.ctx.registry().open(anthropic).contains(group) {
+            if !self.ctx.with_registry(|r| r.open(anthropic).contains(group)) {
                 return Ok(Response::new(404));
             }
         }

@@ -138,6 +138,12 @@ impl ShardCtx {
     pub fn registry(&self) -> Arc<Registry> {
         self.registry.borrow().clone()
     }
+
+    /// Read this shard's Registry snapshot in place (no reference count taken: the snapshot
+    /// `Arc` is shared by every shard, so a clone is an atomic on a shared line).
+    pub fn with_registry<R>(&self, f: impl FnOnce(&Registry) -> R) -> R {
+        f(&self.registry.borrow())
+    }
 }
 
 /// The running shards.

@@ -75,6 +75,8 @@ pub const UNBUILT_ENV_VARS: &[&str] = &[
     "DYN_HTTP_SVC_VLLM_GENERATE_PATH",
     "DYN_HTTP_SVC_SGLANG_GENERATE_PATH",
     "DYN_HTTP_PRE_COMMIT_ERROR_PEEK_MS",
+    // Drops `nvext` from requests (docs/dynamo/surfaces.md, kv-routing.md): not built yet.
+    "DYN_DISABLE_FRONTEND_NVEXT",
 ];
 
 /// `--discovery-backend`.

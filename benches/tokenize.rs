@@ -12,7 +12,10 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, Criterion, Throughput};
 use std::hint::black_box;
 use switchyard::tokenize::offload::Offload;
-use switchyard::tokenize::{ModelFiles, RenderArgs, Tokenizer};
+use switchyard::tokenize::{ModelFiles, RenderArgs};
+
+mod common;
+use common::varied_text;
 
 // The same allocator as the switchyard binary, so frees of large buffers cost what they cost
 // in the server (the system allocator unmaps them, which can stall on a TLB shootdown).
@@ -20,20 +23,7 @@ use switchyard::tokenize::{ModelFiles, RenderArgs, Tokenizer};
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn model(name: &str) -> Arc<ModelFiles> {
-    let base = std::env::var("SWITCHYARD_MODELS")
-        .unwrap_or_else(|_| format!("{}/.cache/switchyard-models", std::env::var("HOME").unwrap()));
-    Arc::new(ModelFiles::load(format!("{base}/{name}")).unwrap_or_else(|e| panic!("{e}: run scripts/fetch-models.sh")))
-}
-
-/// Varied text: decoded runs of pseudo-random vocabulary ids (fixed seed), no repetition.
-fn varied_text(tok: &Tokenizer, approx_tokens: usize, seed: u64) -> String {
-    let mut x = seed;
-    let mut ids = Vec::with_capacity(approx_tokens);
-    while ids.len() < approx_tokens {
-        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        ids.push(((x >> 33) % 100_000) as u32);
-    }
-    tok.decode(&ids, true).unwrap()
+    Arc::new(ModelFiles::load(common::model_dir(name)).unwrap_or_else(|e| panic!("{e}: run scripts/fetch-models.sh")))
 }
 
 fn bench(c: &mut Criterion) {

@@ -40,6 +40,7 @@ use crate::ingest::Publishers;
 use crate::plane::payload::Codec;
 use crate::registry::{CardLimits, Pool, Registry, Role, Serving, Surfaces, TokensModel, Worker};
 use crate::shard::Server;
+use crate::tokenize::backend::TokenizerChoice;
 use crate::tokenize::ModelFiles;
 
 /// Everything the control thread keeps between snapshots.
@@ -67,6 +68,8 @@ struct Builder {
     nats_plane: bool,
     /// `--use-remote-indexer`: each pool learns its served indexers.
     remote_indexer: bool,
+    /// `--tokenizer`, `--tokenizer-fallback`: what encodes prompts.
+    tokenizer: TokenizerChoice,
 }
 
 /// Where alias conflicts are reported (logged, not counted as skipped records).
@@ -84,7 +87,13 @@ impl Builder {
         Ok(dir)
     }
 
-    fn load(&mut self, at: &CardFiles) -> Result<(Arc<ModelFiles>, Arc<Vec<crate::tokenize::Tokenizer>>), String> {
+    /// The files and per-shard tokenizers of `at`, loaded the first time (for `model`, the
+    /// name the log line about its encoder gives).
+    fn load(
+        &mut self,
+        at: &CardFiles,
+        model: &str,
+    ) -> Result<(Arc<ModelFiles>, Arc<Vec<crate::tokenize::Tokenizer>>), String> {
         if let (Some(f), Some(t)) = (self.files.get(at), self.tokenizers.get(&at.dir)) {
             return Ok((f.clone(), t.clone()));
         }
@@ -103,6 +112,9 @@ impl Builder {
             started.elapsed().as_secs_f64() * 1e3,
             toks.len()
         ));
+        if !self.tokenizers.contains_key(&at.dir) {
+            files.encoding.log(model);
+        }
         self.files.insert(at.clone(), files.clone());
         self.tokenizers.insert(at.dir.clone(), toks.clone());
         Ok((files, toks))
@@ -120,8 +132,9 @@ impl Builder {
                 (files, t.clone())
             }
             None => {
-                let (files, built) = ModelFiles::load_instances(&at.dir, at.template.as_ref(), self.shards)
-                    .map_err(|e| e.to_string())?;
+                let (files, built) =
+                    ModelFiles::load_instances_choosing(&at.dir, at.template.as_ref(), self.shards, self.tokenizer)
+                        .map_err(|e| e.to_string())?;
                 (files, Arc::new(built))
             }
         };
@@ -137,7 +150,7 @@ impl Builder {
         let mut tensor = None;
         let tokens = match card.model_input {
             ModelInput::Tokens => {
-                let (files, tokenizers) = self.model_dir(card).and_then(|at| self.load(&at))?;
+                let (files, tokenizers) = self.model_dir(card).and_then(|at| self.load(&at, &served.model))?;
                 Some(TokensModel { files, tokenizers })
             }
             // Forwarded as the client sent it: no files, no tokenizer.
@@ -496,6 +509,7 @@ impl Control {
         let min_workers = cfg.min_initial_workers;
         let nats_plane = cfg.request_plane_nats.is_some();
         let remote_indexer = cfg.use_remote_indexer;
+        let tokenizer = cfg.tokenizer;
         let load_only = cfg.router_mode != crate::config::settings::RouterMode::Kv;
         let anthropic = cfg.paths.anthropic.is_some();
         let stop2 = stop.clone();
@@ -526,6 +540,7 @@ impl Control {
                 started: Default::default(),
                 nats_plane,
                 remote_indexer,
+                tokenizer,
             };
             // The route groups open, and the surfaces the last registry's models declared.
             let (mut open, mut present) = (Surfaces::initially_open(anthropic), Surfaces::NONE);
@@ -616,6 +631,7 @@ mod tests {
             started: Default::default(),
             nats_plane: false,
             remote_indexer: false,
+            tokenizer: TokenizerChoice::default(),
         }
     }
 

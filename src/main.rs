@@ -61,6 +61,10 @@ fn main() {
     raise_open_files_limit();
     // Before any thread starts: the allocator's arena stays on ordinary pages.
     switchyard::util::alloc::without_huge_pages();
+    // Before any thread starts: fastokens encodes on its caller only.
+    if cfg.tokenizer.backend == switchyard::tokenize::backend::TokenizerBackend::Fastokens {
+        switchyard::tokenize::backend::keep_on_caller();
+    }
     // With HTTPS, SIGHUP reloads the certificate instead of ending the process; in a terminal
     // session (no HTTPS there) it ends the session cleanly, as a closed terminal should.
     let signals = block_termination_signals(cfg.tls.is_some() || cfg.interactive);

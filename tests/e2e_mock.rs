@@ -108,12 +108,7 @@ fn post(s: &Setup, path: &str, body: &serde_json::Value) -> common::Resp {
 
 /// POST `body` as JSON to `path` on a new connection to `addr`.
 fn post_at(addr: std::net::SocketAddr, path: &str, body: &serde_json::Value) -> common::Resp {
-    let body = body.to_string();
-    let req = format!(
-        "POST {path} HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    Client::connect(addr).roundtrip(req.as_bytes())
+    common::post_json(addr, path, body)
 }
 
 /// Send a request to `path` (with `headers`, `name: value\r\n` lines) on a new connection and

@@ -107,6 +107,9 @@ const IMPLEMENTED: &[&str] = &[
     "nats_tls_insecure",
     "nats_tls_client_cert_path",
     "nats_tls_client_key_path",
+    // Prompts encoded by another library, checked against the default at load (`tokenize::backend`).
+    "tokenizer_backend",
+    "tokenizer_fallback",
 ];
 
 /// Options of which some values are implemented (the default always is).
@@ -294,6 +297,15 @@ pub(super) fn validate_dynamo(p: &Parsed, warnings: &mut Vec<String>) -> Result<
     }
     if text(p, "namespace").is_some() && text(p, "namespace_prefix").is_some() {
         warnings.push("--namespace-prefix is set, so --namespace is not used for discovery".into());
+    }
+    if text(p, "tokenizer_backend").is_some_and(|b| b != "default") && boolean(p, "tokenizer_fallback") {
+        // 1.6.1 says it once, when the first model's tokenizer loads.
+        warnings.push(
+            "Automatic tokenizer fallback is deprecated and will be disabled by default in a future release. \
+             Set tokenizer fallback to false (`--no-tokenizer-fallback` in the frontend) to adopt the future \
+             behavior now."
+                .into(),
+        );
     }
     if boolean(p, "enforce_disagg") {
         warnings.push(

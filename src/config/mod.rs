@@ -250,6 +250,8 @@ pub struct Config {
     /// `--request-plane nats`: the NATS servers requests are published through (`NATS_SERVER`,
     /// default `nats://localhost:4222`); `None`: the TCP request plane.
     pub request_plane_nats: Option<String>,
+    /// `--tokenizer`, `--tokenizer-fallback`: the library that encodes prompts.
+    pub tokenizer: settings::TokenizerChoice,
 }
 
 /// A configuration that cannot start: the message and the exit code.
@@ -481,6 +483,10 @@ fn typed(parsed: Parsed, env: &dyn Fn(&str) -> Option<String>) -> Result<Config,
         },
         plane_tls: plane_tls(p, env),
         request_plane_nats: (text(p, "request_plane") == Some("nats")).then(|| nats_server(env)),
+        tokenizer: settings::TokenizerChoice {
+            backend: text(p, "tokenizer_backend").and_then(settings::TokenizerBackend::parse).unwrap_or_default(),
+            fallback: boolean(p, "tokenizer_fallback"),
+        },
         nats_tls: settings::NatsTlsFiles {
             ca: text(p, "nats_tls_ca_cert_path").map(PathBuf::from),
             insecure: boolean(p, "nats_tls_insecure"),

@@ -13,6 +13,50 @@ pub enum AffinityMode {
     Soft,
 }
 
+/// `--tokenizer` (`DYN_TOKENIZER`): which library encodes prompts. Decoding always uses the
+/// default tokenizer.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum TokenizerBackend {
+    /// switchyard's own tokenizer (`tokenize::tokenizer`).
+    #[default]
+    Default,
+    /// The `fastokens` crate.
+    Fastokens,
+    /// The `basetenkenizer` crate.
+    Basetenkenizer,
+}
+
+impl TokenizerBackend {
+    /// The backend of a `--tokenizer` value.
+    pub fn parse(s: &str) -> Option<TokenizerBackend> {
+        Some(match s {
+            "default" => TokenizerBackend::Default,
+            "fastokens" => TokenizerBackend::Fastokens,
+            "basetenkenizer" => TokenizerBackend::Basetenkenizer,
+            _ => return None,
+        })
+    }
+
+    /// The `--tokenizer` value naming it.
+    pub fn name(self) -> &'static str {
+        match self {
+            TokenizerBackend::Default => "default",
+            TokenizerBackend::Fastokens => "fastokens",
+            TokenizerBackend::Basetenkenizer => "basetenkenizer",
+        }
+    }
+}
+
+/// `--tokenizer` and `--tokenizer-fallback` together: the encoder a model's prompts use.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct TokenizerChoice {
+    pub backend: TokenizerBackend,
+    /// Serve a model with the default encoder when the chosen one cannot load its
+    /// `tokenizer.json` (or, switchyard's own check, gives other ids than the default);
+    /// without it such a model is not served.
+    pub fallback: bool,
+}
+
 /// The router modes built so far (`kv` is not one of them yet).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RouterMode {

@@ -6,17 +6,20 @@
 //! * [`pyjson`]: Python's `json.dumps` / `repr` text forms that templates print.
 //! * [`tokenizer`]: one tokenizer instance per shard: encode prompts, decode ids.
 //! * [`bytes`]: every token's bytes for byte-level tokenizers, for streaming decode.
+//! * [`backend`], [`parity`]: `--tokenizer`'s other encoders, checked against the default.
 //! * [`canonical`]: older `tokenizer.json` formats rewritten for the reader, in little memory.
 //!
 //! Called by the request path on a shard (render → encode) and by the control side when a
 //! model appears (load). Depends on nothing of the HTTP or routing layers.
 
+pub mod backend;
 pub mod bytes;
 pub mod canonical;
 pub mod detok;
 pub mod model;
 pub mod native;
 pub mod offload;
+pub mod parity;
 pub mod preprocess;
 pub mod pyjson;
 pub mod stop;

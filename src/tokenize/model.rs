@@ -27,6 +27,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use super::backend::{Decision, TokenizerBackend, TokenizerChoice};
 use super::template::ChatTemplate;
 use super::tokenizer::Tokenizer;
 
@@ -53,6 +54,35 @@ impl std::error::Error for LoadError {}
 
 fn err(path: &Path, message: impl Into<String>) -> LoadError {
     LoadError { path: path.to_path_buf(), message: message.into() }
+}
+
+/// What encodes a model's prompts (`--tokenizer`), as decided at load.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Encoding {
+    /// The default tokenizer, as chosen.
+    Default,
+    /// Another library, checked equal to the default on the check texts.
+    Library(TokenizerBackend),
+    /// The default tokenizer instead of the library chosen, and why.
+    FellBack(TokenizerBackend, String),
+}
+
+impl Encoding {
+    /// Say what was decided for `model` (the name it is served as): a line when a library
+    /// encodes its prompts, a warning with the reason when it fell back, nothing by default.
+    pub fn log(&self, model: &str) {
+        match self {
+            Encoding::Default => {}
+            Encoding::Library(b) => crate::log::info(&format!(
+                "model {model}: prompts encoded with {} (its token ids equal the default tokenizer's on the check texts)",
+                b.name()
+            )),
+            Encoding::FellBack(b, why) => crate::log::warn(&format!(
+                "model {model}: tokenizer {} not used, falling back to the default tokenizer: {why}",
+                b.name()
+            )),
+        }
+    }
 }
 
 /// A chat template file's format.
@@ -101,6 +131,9 @@ pub struct ModelFiles {
     pub eos_token_ids: Vec<u32>,
     /// Whether the tokenizer config asks for a BOS token at encode time.
     pub add_bos_token: bool,
+    /// What encodes prompts (`--tokenizer`); further instances ([`ModelFiles::tokenizer`])
+    /// carry the same library.
+    pub encoding: Encoding,
 }
 
 fn read_json(path: &Path) -> Result<Option<Value>, LoadError> {
@@ -151,7 +184,7 @@ impl ModelFiles {
 
     /// [`ModelFiles::load`], with the chat template taken from `template` when given.
     pub fn load_with(dir: impl AsRef<Path>, template: Option<&TemplateFile>) -> Result<ModelFiles, LoadError> {
-        let (files, mut built) = Self::read(dir.as_ref(), template, 1)?;
+        let (files, mut built) = Self::read(dir.as_ref(), template, 1, TokenizerChoice::default())?;
         *files.spare.lock().unwrap_or_else(|p| p.into_inner()) = built.pop();
         Ok(files)
     }
@@ -165,13 +198,26 @@ impl ModelFiles {
         template: Option<&TemplateFile>,
         instances: usize,
     ) -> Result<(ModelFiles, Vec<Tokenizer>), LoadError> {
-        Self::read(dir.as_ref(), template, instances)
+        Self::read(dir.as_ref(), template, instances, TokenizerChoice::default())
+    }
+
+    /// [`ModelFiles::load_instances`], prompts encoded as `choice` says when the library
+    /// passes its check ([`super::backend::decide`]; [`ModelFiles::encoding`] says what was
+    /// decided). A model the library fails for without fallback is an error.
+    pub fn load_instances_choosing(
+        dir: impl AsRef<Path>,
+        template: Option<&TemplateFile>,
+        instances: usize,
+        choice: TokenizerChoice,
+    ) -> Result<(ModelFiles, Vec<Tokenizer>), LoadError> {
+        Self::read(dir.as_ref(), template, instances, choice)
     }
 
     fn read(
         dir: &Path,
         template: Option<&TemplateFile>,
         instances: usize,
+        choice: TokenizerChoice,
     ) -> Result<(ModelFiles, Vec<Tokenizer>), LoadError> {
         let dir = dir.to_path_buf();
         if !dir.is_dir() {
@@ -181,7 +227,23 @@ impl ModelFiles {
         let raw = std::fs::read_to_string(&tok_path).map_err(|e| err(&tok_path, e.to_string()))?;
         let tokenizer_digest = blake3::hash(raw.as_bytes());
         let threads = std::thread::available_parallelism().map_or(1, usize::from).min(MAX_BUILD_THREADS);
+        // The other library reads the same text (freed once it is decided).
+        let text = (choice.backend != TokenizerBackend::Default).then(|| raw.clone());
         let built = Tokenizer::instances_from_json_text(raw, instances, threads).map_err(|e| err(&tok_path, e))?;
+        let (built, encoding) = match text {
+            None => (built, Encoding::Default),
+            Some(text) => match super::backend::decide(choice, &text, &built, threads) {
+                Decision::Use(encoders) => {
+                    let built = built.into_iter().zip(encoders).map(|(t, e)| t.with_encoder(e)).collect();
+                    (built, Encoding::Library(choice.backend))
+                }
+                Decision::Default(why) => {
+                    let why = why.unwrap_or_else(|| "not chosen".into());
+                    (built, Encoding::FellBack(choice.backend, why))
+                }
+                Decision::Refuse(why) => return Err(err(&tok_path, why)),
+            },
+        };
         let tokenizer = &built[0];
         let config = read_json(&dir.join("config.json"))?;
         let tok_config = read_json(&dir.join("tokenizer_config.json"))?.unwrap_or(Value::Null);
@@ -219,6 +281,7 @@ impl ModelFiles {
             templates,
             special_tokens,
             eos_token_ids,
+            encoding,
         };
         Ok((files, built))
     }
@@ -304,7 +367,18 @@ impl ModelFiles {
         if blake3::hash(raw.as_bytes()) != self.tokenizer_digest {
             return Err(format!("{}: changed on disk since the model was loaded", path.display()));
         }
-        Tokenizer::from_json_text_sharing(raw, self.token_bytes.clone())
+        let encoder = match self.encoding {
+            Encoding::Library(backend) => {
+                let json = serde_json::from_str(&raw).map_err(|e| format!("{}: {e}", path.display()))?;
+                Some(super::backend::Encoder::build(backend, json)?)
+            }
+            _ => None,
+        };
+        let t = Tokenizer::from_json_text_sharing(raw, self.token_bytes.clone())?;
+        Ok(match encoder {
+            Some(e) => t.with_encoder(e),
+            None => t,
+        })
     }
 
     /// Name `t` (a shard's instance, usually shard 0's) as the one the tokenizer helper

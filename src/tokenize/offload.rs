@@ -81,9 +81,11 @@ impl Drop for Offload {
 }
 
 /// `text` encoded inline when it is short enough for the shard; `None`: it is not (hand it
-/// to the helper, [`Offload::encode_with`]). A caller makes no future for the common case.
+/// to the helper, [`Offload::encode_with`]), or the instance's encoder waits on a pool of its
+/// own ([`Tokenizer::encodes_inline`]: basetenkenizer), which a shard must not. A caller makes
+/// no future for the common case.
 pub fn encode_short(inline: &Tokenizer, text: &str, add_special_tokens: bool) -> Option<Result<Vec<u32>, String>> {
-    if text.len() > INLINE_MAX_BYTES {
+    if text.len() > INLINE_MAX_BYTES || !inline.encodes_inline() {
         return None;
     }
     let mut ids = Vec::new();

@@ -18,11 +18,17 @@
 //! file with `"normalizer": null`, and ASCII text goes to the second. The ids are the same
 //! by construction (tested on random ASCII and the golden prompts); the price is a second
 //! vocabulary in memory per instance, which only these tokenizers pay.
+//!
+//! `--tokenizer fastokens|basetenkenizer`: an instance may carry another library's encoder
+//! ([`super::backend::Encoder`], checked equal to this one at load); prompts are then encoded
+//! with it, and everything else — decoding, token lookups, the streaming token table — stays
+//! with this tokenizer.
 
 use tokenizers::pipeline::{EncodeOptions, PipelineNormalizer, PipelineToken, PipelineTokenizer};
 
 use std::sync::Arc;
 
+use super::backend::Encoder;
 use super::bytes::TokenBytes;
 use super::canonical;
 
@@ -37,6 +43,8 @@ pub struct Tokenizer {
     /// Byte-level BPE: every id's bytes, for the streaming detokenizer. Built once per model
     /// and shared by its instances ([`Tokenizer::from_json_text_sharing`]).
     bytes: Option<Arc<TokenBytes>>,
+    /// `--tokenizer`'s encoder, when the model uses one (see the module docs).
+    encoder: Option<Encoder>,
 }
 
 impl std::fmt::Debug for Tokenizer {
@@ -110,37 +118,7 @@ impl Tokenizer {
                 _ => tokenizers::from_json(json).map(Some).map_err(|e| format!("cannot build the tokenizer: {e}")),
             }
         };
-        let next = std::sync::atomic::AtomicUsize::new(0);
-        let work = || {
-            let mut mine = Vec::new();
-            loop {
-                let u = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                if u >= units {
-                    return mine;
-                }
-                mine.push((u, build(u)));
-            }
-        };
-        let mut done: Vec<(usize, Result<Option<PipelineTokenizer>, String>)> = std::thread::scope(|s| {
-            let others: Vec<_> = (1..threads.clamp(1, units))
-                .map(|k| std::thread::Builder::new().name(format!("tokenizer-build-{k}")).spawn_scoped(s, work))
-                .collect();
-            let mut done = work();
-            // A thread that could not start built nothing: the others took its share.
-            for h in others.into_iter().flatten() {
-                done.extend(h.join().unwrap_or_default());
-            }
-            done
-        });
-        if done.len() < units {
-            // A builder thread panicked: build what it held here.
-            let have: std::collections::HashSet<usize> = done.iter().map(|(u, _)| *u).collect();
-            for u in (0..units).filter(|u| !have.contains(u)) {
-                done.push((u, build(u)));
-            }
-        }
-        done.sort_by_key(|(u, _)| *u);
-        let mut done = done.into_iter().map(|(_, p)| p);
+        let mut done = side_by_side(units, threads, "tokenizer-build", build).into_iter();
         let mut out = Vec::with_capacity(n);
         let mut bytes: Option<Arc<TokenBytes>> = None;
         for _ in 0..n {
@@ -156,6 +134,7 @@ impl Tokenizer {
                 plain: EncodeOptions::no_specials(),
                 with_specials: EncodeOptions::default(),
                 bytes: bytes.clone(),
+                encoder: None,
             });
         }
         Ok(out)
@@ -181,7 +160,14 @@ impl Tokenizer {
         drop(json);
         let ascii = plain.and_then(|j| tokenizers::from_json(&j).ok());
         let bytes = bytes.or_else(|| TokenBytes::build(&inner).map(Arc::new));
-        Tokenizer { inner, ascii, plain: EncodeOptions::no_specials(), with_specials: EncodeOptions::default(), bytes }
+        Tokenizer {
+            inner,
+            ascii,
+            plain: EncodeOptions::no_specials(),
+            with_specials: EncodeOptions::default(),
+            bytes,
+            encoder: None,
+        }
     }
 
     /// Whether decoding is a concatenation of token bytes (a byte-level BPE), so that
@@ -217,9 +203,36 @@ impl Tokenizer {
         Self::from_json_text(std::fs::read_to_string(path).map_err(|e| e.to_string())?)
     }
 
+    /// This instance, its prompts encoded by `encoder` (see the module docs).
+    pub fn with_encoder(self, encoder: Encoder) -> Tokenizer {
+        Tokenizer { encoder: Some(encoder), ..self }
+    }
+
+    /// `--tokenizer`'s encoder, when prompts are encoded by another library.
+    pub fn encoder(&self) -> Option<&Encoder> {
+        self.encoder.as_ref()
+    }
+
+    /// Whether a shard may encode a short prompt itself: false when the encoder waits on a
+    /// pool of its own (basetenkenizer, [`Encoder::inline`]).
+    pub fn encodes_inline(&self) -> bool {
+        self.encoder.as_ref().is_none_or(Encoder::inline)
+    }
+
     /// Append the ids of `text` to `out`. With `add_special_tokens` the post-processor's
-    /// tokens (e.g. a BOS) are added as `tokenizer.encode(text)` would.
+    /// tokens (e.g. a BOS) are added as `tokenizer.encode(text)` would. Encoded by
+    /// `--tokenizer`'s encoder when the instance carries one.
+    #[inline]
     pub fn encode_into(&self, text: &str, add_special_tokens: bool, out: &mut Vec<u32>) -> Result<(), String> {
+        match &self.encoder {
+            Some(e) => e.encode_into(text, add_special_tokens, out),
+            None => self.encode_default_into(text, add_special_tokens, out),
+        }
+    }
+
+    /// [`Tokenizer::encode_into`] with this tokenizer's own encoder, whatever the instance
+    /// carries.
+    pub fn encode_default_into(&self, text: &str, add_special_tokens: bool, out: &mut Vec<u32>) -> Result<(), String> {
         let opts = if add_special_tokens { &self.with_specials } else { &self.plain };
         let mut toks = Vec::with_capacity(text.len() / 3 + 8);
         let pipeline = match &self.ascii {
@@ -261,11 +274,60 @@ impl Tokenizer {
         self.inner.get_added_vocabulary().simple_id_to_token(id).or_else(|| self.inner.get_model().id_to_token(id))
     }
 
+    /// The text of every added token (special or not), by id.
+    pub fn added_token_texts(&self) -> Vec<String> {
+        let mut all: Vec<(u32, String)> =
+            self.inner.get_added_vocabulary().get_vocab().into_iter().map(|(t, id)| (id, t)).collect();
+        all.sort();
+        all.into_iter().map(|(_, t)| t).collect()
+    }
+
     /// Whether `id` is a special added token (skipped by `skip_special_tokens`).
     pub fn is_special(&self, id: u32) -> bool {
         let added = self.inner.get_added_vocabulary();
         added.simple_id_to_token(id).is_some_and(|t| added.is_special_token(&t))
     }
+}
+
+/// `build(u)` for every `u` below `units`, in order of `u`, run on up to `threads` threads
+/// (this one among them, the others named `{name}-{k}`): building tokenizers side by side at
+/// model load. A unit a panicked thread held is built again here.
+pub(crate) fn side_by_side<T: Send>(
+    units: usize,
+    threads: usize,
+    name: &str,
+    build: impl Fn(usize) -> T + Sync,
+) -> Vec<T> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let work = || {
+        let mut mine = Vec::new();
+        loop {
+            let u = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            if u >= units {
+                return mine;
+            }
+            mine.push((u, build(u)));
+        }
+    };
+    let mut done: Vec<(usize, T)> = std::thread::scope(|s| {
+        let others: Vec<_> = (1..threads.clamp(1, units.max(1)))
+            .map(|k| std::thread::Builder::new().name(format!("{name}-{k}")).spawn_scoped(s, work))
+            .collect();
+        let mut done = work();
+        // A thread that could not start built nothing: the others took its share.
+        for h in others.into_iter().flatten() {
+            done.extend(h.join().unwrap_or_default());
+        }
+        done
+    });
+    if done.len() < units {
+        let have: std::collections::HashSet<usize> = done.iter().map(|(u, _)| *u).collect();
+        for u in (0..units).filter(|u| !have.contains(u)) {
+            done.push((u, build(u)));
+        }
+    }
+    done.sort_by_key(|(u, _)| *u);
+    done.into_iter().map(|(_, t)| t).collect()
 }
 
 /// `json` (a canonical `tokenizer.json`) with `"normalizer": null`. The other members are

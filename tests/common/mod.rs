@@ -109,6 +109,16 @@ pub fn start(driver: &str, args: &[&str], env: &[(&str, &str)]) -> Server {
     server
 }
 
+/// POST `body` as JSON to `path` on a new connection to `addr`.
+pub fn post_json(addr: SocketAddr, path: &str, body: &serde_json::Value) -> Resp {
+    let body = body.to_string();
+    let req = format!(
+        "POST {path} HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    Client::connect(addr).roundtrip(req.as_bytes())
+}
+
 /// One parsed response.
 #[derive(Debug)]
 pub struct Resp {

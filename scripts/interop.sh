@@ -9,10 +9,14 @@
 #            switchyard retries a failed worker's requests on the other one, none fails at
 #            all (INTEROP_STRICT_FAILOVER=0 only counts the failures);
 #   A-term.  SIGTERM the other mocker: the model leaves /v1/models within 3 s (etcd: when the
-#            killed mocker's lease expires) and a chat request then gets 404 with an OpenAI
-#            error body;
+#            killed mocker's lease expires) and a chat request then gets 1.6.1's bare 404
+#            (the chat route is switched off with its last model);
 #   B.       the real `python -m dynamo.frontend` in front of switchyard's in-tree mock worker:
 #            chat and completions, whole and streamed.
+#   C.       (file store) a mocker whose model directory is gone from this host once it has
+#            registered (its disk is not shared): switchyard without --model-path does not
+#            serve the model and its log names the missing file; with --model-path pointing at
+#            another copy of the files it serves chat and completions, as 1.6.1 does.
 # Every case runs with each discovery backend in DISCOVERY (default "file etcd"): the file
 # store, and a real etcd (Debian etcd-server, started here on 127.0.0.1) where the mockers
 # also serve their model card files over HTTP (DYN_SYSTEM_PORT), as on separate nodes. Every
@@ -233,6 +237,31 @@ case_b() { # B: the real frontend in front of switchyard's mock worker
   PASSED=$((PASSED + 1))
 }
 
+case_c() { # C: --model-path supplies card files missing on this host
+  echo "C ($DISCOVERY): --model-path overlay for a worker whose model directory is not here"
+  discovery_fresh c
+  local port=18182 copy="$WORK/worker-model"
+  cp -r "$MODEL_DIR" "$copy"
+  start mocker-c "$PY" -m dynamo.mocker --model-path "$copy" --model-name $A_MODEL --speedup-ratio 10 \
+    "${DISCOVERY_ARGS[@]}" --request-plane tcp --event-plane zmq
+  wait_records 1 "C"
+  sleep 2  # the card is written with the instance; the mocker has read its files by then
+  rm -rf "$copy"
+  start switchyard-c-bare "$BIN" "${DISCOVERY_ARGS[@]}" --request-plane tcp --http-host 127.0.0.1 --http-port $port
+  for _ in $(seq 1 100); do plain_log switchyard-c-bare | grep -q "not reachable on this host" && break; sleep 0.1; done
+  plain_log switchyard-c-bare | grep -q "file config.json not reachable on this host" ||
+    fail "C: switchyard without --model-path did not name the missing config.json"
+  models_json $port | grep -q "\"id\":\"$A_MODEL\"" && fail "C: $A_MODEL served without its files"
+  stop switchyard-c-bare
+  start switchyard-c "$BIN" "${DISCOVERY_ARGS[@]}" --request-plane tcp --http-host 127.0.0.1 --http-port $port \
+    --model-path "$MODEL_DIR"
+  wait_model $port $A_MODEL switchyard
+  client "C: requests with the files from --model-path" check --base-url "http://127.0.0.1:$port/v1" --model $A_MODEL
+  stop switchyard-c
+  stop mocker-c
+  PASSED=$((PASSED + 1))
+}
+
 [ -x "$BIN" ] || fail "no switchyard binary at $BIN"
 [ -x "$PY" ] || fail "no Dynamo venv at $VENV (scripts/install-dynamo.sh)"
 t0=$SECONDS
@@ -241,6 +270,7 @@ for DISCOVERY in $DISCOVERIES; do
   case_a_kill
   case_a_term
   case_b
+  [ "$DISCOVERY" = file ] && case_c
   [ -n "${PID[etcd]:-}" ] && stop etcd
 done
 echo "interop ($DISCOVERIES): $PASSED passed, 0 failed in $((SECONDS - t0)) s"

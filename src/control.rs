@@ -52,6 +52,9 @@ struct Builder {
     tokenizers: HashMap<PathBuf, Arc<Vec<crate::tokenize::Tokenizer>>>,
     /// Where card files served over HTTP are downloaded.
     cache: PathBuf,
+    /// `--model-path`: where a card's files are looked for by name when the worker's paths
+    /// are not on this host.
+    overlay: Option<PathBuf>,
     /// Verified card files by card checksum (`mdc_sum`, which covers every file's
     /// checksum): a card is verified (and its files fetched) once, not on every rebuild.
     dirs: HashMap<String, CardFiles>,
@@ -82,7 +85,7 @@ impl Builder {
         if let Some(dir) = self.dirs.get(&sum) {
             return Ok(dir.clone());
         }
-        let dir = model_dir(card, &self.cache)?;
+        let dir = model_dir(card, &self.cache, self.overlay.as_deref())?;
         self.dirs.insert(sum, dir.clone());
         Ok(dir)
     }
@@ -510,6 +513,7 @@ impl Control {
         let nats_plane = cfg.request_plane_nats.is_some();
         let remote_indexer = cfg.use_remote_indexer;
         let tokenizer = cfg.tokenizer;
+        let overlay = cfg.model_overlay.clone();
         let load_only = cfg.router_mode != crate::config::settings::RouterMode::Kv;
         let anthropic = cfg.paths.anthropic.is_some();
         let stop2 = stop.clone();
@@ -534,6 +538,7 @@ impl Control {
                 files: HashMap::new(),
                 tokenizers: HashMap::new(),
                 cache: default_cache(),
+                overlay,
                 dirs: HashMap::new(),
                 reported: BTreeSet::new(),
                 min_workers,
@@ -625,6 +630,7 @@ mod tests {
             files: HashMap::new(),
             tokenizers: HashMap::new(),
             cache: std::env::temp_dir().join("switchyard-control-unit-cache"),
+            overlay: None,
             dirs: HashMap::new(),
             reported: BTreeSet::new(),
             min_workers: 0,

@@ -116,7 +116,7 @@ fn gptoss_card_template_renders_what_1_6_1_sent() {
     relocate(&mut card, &dir);
     let card: ModelCard = serde_json::from_value(card).unwrap();
     let cache = TempDir::new("gptoss-cache");
-    let at = model_dir(&card, &cache.0).unwrap();
+    let at = model_dir(&card, &cache.0, None).unwrap();
     assert_eq!(at.dir, dir);
     let want = TemplateFile { path: dir.join("chat_template.jinja"), format: TemplateFormat::Jinja };
     assert_eq!(at.template.as_ref(), Some(&want));
@@ -125,6 +125,50 @@ fn gptoss_card_template_renders_what_1_6_1_sent() {
     assert_eq!(prompt, recorded["prompt"].as_str().unwrap());
     let ids = files.tokenizer().unwrap().encode(&prompt).unwrap();
     assert_eq!(ids.len() as u64, recorded["prompt_tokens"].as_u64().unwrap());
+}
+
+/// A card whose files are not on this host (the worker's disk is not shared): each is looked
+/// for under `--model-path` by its name, as 1.6.1 does, verified, and copied into the cache
+/// directory, where the template then renders what 1.6.1 sent. Without the overlay, or with
+/// a file there that is not the card's, the card is refused with a message naming the file.
+#[test]
+fn model_path_overlay_supplies_files_missing_on_this_host() {
+    let dir = common::model_dir("gptoss");
+    let recorded = observed_card("gptoss-py");
+    let mut card = recorded["record"]["card_json"].clone();
+    relocate(&mut card, Path::new("/nonexistent/worker/gptoss"));
+    let card: ModelCard = serde_json::from_value(card).unwrap();
+
+    let cache = TempDir::new("overlay-none");
+    let err = model_dir(&card, &cache.0, None).unwrap_err();
+    assert!(err.contains("not reachable on this host") && err.contains("--model-path"), "{err}");
+
+    let cache = TempDir::new("overlay-cache");
+    let at = model_dir(&card, &cache.0, Some(&dir)).unwrap();
+    assert!(at.dir.starts_with(&cache.0), "{}", at.dir.display());
+    let want = TemplateFile { path: at.dir.join("chat_template.jinja"), format: TemplateFormat::Jinja };
+    assert_eq!(at.template.as_ref(), Some(&want));
+    for name in ["tokenizer.json", "tokenizer_config.json", "config.json", "chat_template.jinja"] {
+        assert_eq!(std::fs::read(at.dir.join(name)).unwrap(), std::fs::read(dir.join(name)).unwrap(), "{name}");
+    }
+    let files = ModelFiles::load_with(&at.dir, at.template.as_ref()).unwrap();
+    let prompt = render(&files, observed()["request_time"].as_u64().unwrap());
+    assert_eq!(prompt, recorded["prompt"].as_str().unwrap());
+    // Seen again (the copies verified in place): the same directory.
+    assert_eq!(model_dir(&card, &cache.0, Some(&dir)).unwrap(), at);
+
+    // An overlay whose tokenizer is another file: refused by its checksum.
+    let wrong = TempDir::new("overlay-wrong");
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), wrong.0.join(e.file_name())).unwrap();
+    }
+    let mut tok = std::fs::read(wrong.0.join("tokenizer.json")).unwrap();
+    tok.push(b' ');
+    std::fs::write(wrong.0.join("tokenizer.json"), tok).unwrap();
+    let cache = TempDir::new("overlay-wrong-cache");
+    let err = model_dir(&card, &cache.0, Some(&wrong.0)).unwrap_err();
+    assert!(err.starts_with("tokenizer: "), "{err}");
 }
 
 /// A template file given apart from the directory replaces the tokenizer config's template,

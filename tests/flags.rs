@@ -202,6 +202,13 @@ fn startup_validations_exit_non_zero_with_messages() {
     let (code, err) = run(&["--model-path", "/nonexistent/dir"]);
     assert_eq!(code, Some(2));
     assert!(err.contains("model-path must be a valid directory on disk"), "{err}");
+    // A directory without a model in it stops start-up as 1.6.1's local model load does.
+    let empty = std::env::temp_dir().join(format!("switchyard-flags-empty-{}", std::process::id()));
+    std::fs::create_dir_all(&empty).unwrap();
+    let (code, err) = run(&["--model-path", empty.to_str().unwrap()]);
+    std::fs::remove_dir_all(&empty).unwrap();
+    assert_eq!(code, Some(1));
+    assert!(err.contains(&format!("unable to extract config.json from directory {}", empty.display())), "{err}");
     let (code, err) = run(&["--router-mode", "nope"]);
     assert_eq!(code, Some(2));
     assert!(err.contains("invalid choice: 'nope'"), "{err}");

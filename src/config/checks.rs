@@ -9,6 +9,10 @@ use super::{boolean, float, int, invalid, text, ConfigError, UNBUILT_ENV_VARS};
 /// default, or start-up stops with a message naming it.
 const IMPLEMENTED: &[&str] = &[
     "version",
+    // Where card files missing on this host are looked for (discovery::cardfiles); the name
+    // changes nothing served, as in 1.6.1.
+    "model_path",
+    "model_name",
     "http_host",
     "http_port",
     "metrics_prefix",
@@ -146,6 +150,10 @@ pub(super) fn validate_dynamo(p: &Parsed, warnings: &mut Vec<String>) -> Result<
                 message: format!("argument --model-path: model-path must be a valid directory on disk, got: {path}"),
                 exit_code: 2,
             });
+        }
+        // 1.6.1 loads the directory as a model (its config.json first) before it starts.
+        if !std::path::Path::new(path).join("config.json").is_file() {
+            return Err(invalid(format!("unable to extract config.json from directory {path}")));
         }
     }
     let cert = text(p, "tls_cert_path").is_some();

@@ -252,6 +252,12 @@ pub struct Config {
     pub request_plane_nats: Option<String>,
     /// `--tokenizer`, `--tokenizer-fallback`: the library that encodes prompts.
     pub tokenizer: settings::TokenizerChoice,
+    /// `--model-path` (`DYN_MODEL_PATH`): a directory holding a model's files, where a card's
+    /// files are looked for by name when the worker's paths are not on this host. Its
+    /// `config.json` must be readable at start-up, as 1.6.1 reads it. (`--model-name` names
+    /// that local model in 1.6.1 and changes nothing served: it is validated and kept in
+    /// [`Config::parsed`] only.)
+    pub model_overlay: Option<PathBuf>,
 }
 
 /// A configuration that cannot start: the message and the exit code.
@@ -483,6 +489,7 @@ fn typed(parsed: Parsed, env: &dyn Fn(&str) -> Option<String>) -> Result<Config,
         },
         plane_tls: plane_tls(p, env),
         request_plane_nats: (text(p, "request_plane") == Some("nats")).then(|| nats_server(env)),
+        model_overlay: text(p, "model_path").map(PathBuf::from),
         tokenizer: settings::TokenizerChoice {
             backend: text(p, "tokenizer_backend").and_then(settings::TokenizerBackend::parse).unwrap_or_default(),
             fallback: boolean(p, "tokenizer_fallback"),

@@ -9,6 +9,12 @@
 //! (Dynamo keeps `~/.cache/dynamo/mdc/by-slug/...`), verified, and the directory used. A file
 //! whose checksum does not match rejects the card, as Dynamo does.
 //!
+//! A local path that does not exist on this host (the worker's disk is not shared) is looked
+//! for under the frontend's `--model-path` by its file name, as Dynamo 1.6.1 does; the files
+//! are then verified and copied into the same cache directory, so the model still has one
+//! directory. 1.6.1 would next try the Hugging Face hub; switchyard downloads nothing from
+//! it, and such a card is not served, with a message saying which file is missing where.
+//!
 //! A card's chat template file (`chat_template_file`) is handed on apart from the directory
 //! ([`CardFiles::template`]): a custom template lies anywhere, under any name, and with a
 //! URL its name is whatever the URL's last segment is.
@@ -20,7 +26,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::checksum::{file_checksum, verify_file};
-use super::records::ModelCard;
+use super::records::{FileSlot, ModelCard};
 use crate::tokenize::TemplateFile;
 
 /// Per-read bound on a card file download.
@@ -75,8 +81,9 @@ pub struct CardFiles {
 }
 
 /// The local files of `card`, verified: the tokenizer's own directory for shared storage, or
-/// the cache directory the URL files were downloaded to, and the chat template file.
-pub fn model_dir(card: &ModelCard, cache: &Path) -> Result<CardFiles, String> {
+/// the cache directory the URL files were downloaded (or the `overlay`'s files copied) to,
+/// and the chat template file.
+pub fn model_dir(card: &ModelCard, cache: &Path, overlay: Option<&Path>) -> Result<CardFiles, String> {
     card.check_slots()?;
     let slots = card.file_slots();
     let Some((_, tokenizer)) = slots.iter().find(|(kind, _)| *kind == "tokenizer") else {
@@ -85,11 +92,21 @@ pub fn model_dir(card: &ModelCard, cache: &Path) -> Result<CardFiles, String> {
     let template_at = |dir: &Path| {
         card.chat_template().and_then(|slot| {
             let format = slot.template_format()?;
-            let path =
-                if slot.file.is_url() { dir.join(file_name(&slot.file.path)?) } else { slot.file.path.clone().into() };
+            let local = Path::new(&slot.file.path);
+            let path = match slot.file.is_url() || !local.exists() {
+                true => dir.join(file_name(&slot.file.path)?),
+                false => local.to_path_buf(),
+            };
             Some(TemplateFile { path, format })
         })
     };
+    let cache_dir = || cache.join("by-slug").join(slug(&card.display_name)).join(card.mdc_sum());
+    let unreachable = slots.iter().any(|(_, s)| !s.file.is_url() && !Path::new(&s.file.path).exists());
+    if !tokenizer.file.is_url() && unreachable {
+        let dir = cache_dir();
+        overlaid(&slots, &dir, overlay)?;
+        return Ok(CardFiles { dir: dir.clone(), template: template_at(&dir) });
+    }
     if !tokenizer.file.is_url() {
         card.verify_local_files()?;
         let dir = Path::new(&tokenizer.file.path)
@@ -99,7 +116,7 @@ pub fn model_dir(card: &ModelCard, cache: &Path) -> Result<CardFiles, String> {
         let template = template_at(&dir);
         return Ok(CardFiles { dir, template });
     }
-    let dir = cache.join("by-slug").join(slug(&card.display_name)).join(card.mdc_sum());
+    let dir = cache_dir();
     fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     for (kind, slot) in &slots {
         let f = &slot.file;
@@ -126,6 +143,45 @@ pub fn model_dir(card: &ModelCard, cache: &Path) -> Result<CardFiles, String> {
     }
     let template = template_at(&dir);
     Ok(CardFiles { dir, template })
+}
+
+/// Every local file of `slots` copied into `dir`, verified: from the worker's path where this
+/// host has it, else from `overlay` (`--model-path`) by its file name. URL slots are not
+/// mixed with local ones here (a card of local paths whose files this host lacks).
+fn overlaid(slots: &[(&str, &FileSlot)], dir: &Path, overlay: Option<&Path>) -> Result<(), String> {
+    fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    for (kind, slot) in slots {
+        let f = &slot.file;
+        if f.is_url() {
+            return Err(format!("{kind}: mixing local paths and URLs in one card is not supported"));
+        }
+        let name = file_name(&f.path).ok_or_else(|| format!("{kind}: no file name in {}", f.path))?;
+        let target = dir.join(name);
+        if verify_file(&target, &f.checksum).is_ok() {
+            continue; // copied before
+        }
+        let worker = Path::new(&f.path);
+        let source = match (worker.exists(), overlay.map(|o| o.join(name))) {
+            (true, _) => worker.to_path_buf(),
+            (false, Some(local)) if local.exists() => local,
+            (false, over) => {
+                let custom = if slot.is_custom == Some(true) { "custom " } else { "" };
+                let looked = match over {
+                    Some(local) => format!("nor at {} (--model-path)", local.display()),
+                    None => "and no --model-path was given to look for it by name".into(),
+                };
+                return Err(format!(
+                    "{kind}: {custom}file {name} not reachable on this host: not at the worker's path {} {looked}; \
+                     switchyard does not download model files from the Hugging Face hub",
+                    worker.display()
+                ));
+            }
+        };
+        verify_file(&source, &f.checksum).map_err(|e| format!("{kind}: {e}"))?;
+        let tmp = dir.join(format!(".tmp_{name}"));
+        fs::copy(&source, &tmp).and_then(|_| fs::rename(&tmp, &target)).map_err(|e| format!("{kind}: {e}"))?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -480,6 +480,47 @@ fn round_robin_and_pinned_workers() {
     assert_eq!(post(&s, "/v1/chat/completions", &nv).status, 400);
 }
 
+/// `DYN_DISABLE_FRONTEND_NVEXT`: the worker a request names (header or
+/// `nvext.backend_instance_id`) is not read, as in 1.6.1: requests naming one worker are
+/// spread over both, and a name no worker has is no error.
+#[test]
+fn disabled_nvext_ignores_named_workers() {
+    let mock = |_| MockConfig {
+        fast: true,
+        model_name: "qwen3-mock".into(),
+        model_dir: Some(common::qwen3_dir()),
+        ..MockConfig::default()
+    };
+    let s = common::stack::Stack::start_many(
+        "nvext-off",
+        vec![mock(0), mock(1)],
+        &[],
+        &[("DYN_DISABLE_FRONTEND_NVEXT", "true")],
+    );
+    let t0 = Instant::now();
+    while s.worker.stats().completed + s.others[0].stats().completed < 8 {
+        let n = s.worker.stats().completed + s.others[0].stats().completed;
+        assert!(t0.elapsed() < Duration::from_secs(20), "only {n} requests ended");
+        let pinned = s.others[0].instance_id();
+        let body = serde_json::json!({"model": "qwen3-mock", "max_tokens": 2,
+            "messages": [{"role": "user", "content": "hi"}],
+            "nvext": {"backend_instance_id": pinned, "annotations": ["a"]}})
+        .to_string();
+        // One connection, one shard: its round-robin alternates the two workers.
+        let mut c = Client::connect(s.addr());
+        for header in [format!("x-dynamo-worker-instance-id: {pinned}"), "x-worker-instance-id: 12345".into()] {
+            let req = format!(
+                "POST /v1/chat/completions HTTP/1.1\r\nContent-Type: application/json\r\n{header}\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            );
+            let r = c.roundtrip(req.as_bytes());
+            assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+        }
+    }
+    assert!(s.worker.stats().completed >= 2, "the worker not named got none of the requests");
+    assert!(s.others[0].stats().completed >= 2);
+}
+
 /// Waits until `/health` lists `n` instances and every shard has the snapshot.
 fn wait_instances(s: &Setup, n: usize) {
     let t0 = Instant::now();

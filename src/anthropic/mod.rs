@@ -59,7 +59,14 @@ pub async fn messages(ctx: &Rc<ShardCtx>, body: &Bytes, caller: Caller) -> Resul
         Ok(r) => (Some(r.model.clone()), r.stream),
         Err(_) => (None, false),
     };
-    let chat = parsed.and_then(|r| {
+    let chat = parsed.and_then(|mut r| {
+        if !config.nvext_enabled {
+            let (kept, dropped) = request::retain_cache_salt(r.nvext.take())?;
+            if dropped {
+                crate::openai::nvext::warn_dropped("anthropic_messages");
+            }
+            r.nvext = kept;
+        }
         let json = Bytes::from(request::to_chat(&r, config.strip_anthropic_preamble, false)?);
         let chat = crate::openai::parse_chat(&json)?;
         Ok((r, chat, json))

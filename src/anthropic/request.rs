@@ -373,7 +373,8 @@ pub fn to_chat(r: &MessagesRequest, strip: bool, for_count: bool) -> Result<Vec<
         if r.stream {
             chat.insert("stream".into(), Value::Bool(true));
         }
-        // 1.6.1 asks every worker for the stop reason among the extra fields.
+        // 1.6.1 asks every worker for the stop reason among the extra fields (also when
+        // DYN_DISABLE_FRONTEND_NVEXT cut the client's `nvext` down before, [`retain_cache_salt`]).
         let mut nvext = match &r.nvext {
             Some(Value::Object(o)) => o.clone(),
             Some(Value::Null) | None => Map::new(),
@@ -388,6 +389,23 @@ pub fn to_chat(r: &MessagesRequest, strip: bool, for_count: bool) -> Result<Vec<
         chat.insert("nvext".into(), Value::Object(nvext));
     }
     serde_json::to_vec(&Value::Object(chat)).map_err(|e| Error::internal(e.to_string()))
+}
+
+/// `DYN_DISABLE_FRONTEND_NVEXT`: the client's raw `nvext` cut to its `cache_salt` (a
+/// non-empty string; `null` or `""` is none), as 1.6.1 cuts an Anthropic request's before
+/// converting it; whether anything else was dropped. A `cache_salt` of another type is 1.6.1's
+/// refusal.
+pub fn retain_cache_salt(nvext: Option<Value>) -> Result<(Option<Value>, bool), Error> {
+    let Some(raw) = nvext else { return Ok((None, false)) };
+    let Value::Object(mut fields) = raw else { return Ok((None, true)) };
+    let dropped = fields.keys().any(|k| k != "cache_salt");
+    let kept = match fields.remove("cache_salt") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) if s.is_empty() => None,
+        Some(Value::String(s)) => Some(json!({ "cache_salt": s })),
+        Some(_) => return Err(bad("invalid nvext.cache_salt: expected a string or null")),
+    };
+    Ok((kept, dropped))
 }
 
 #[cfg(test)]
@@ -453,5 +471,15 @@ mod tests {
         let tools = json!({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "x"}],
             "tools": [{"name": "w", "input_schema": {}}], "tool_choice": {"type": "tool", "name": "nope"}});
         assert!(err(tools).contains("tool named \"nope\""));
+    }
+
+    #[test]
+    fn disabled_nvext_keeps_the_cache_salt() {
+        assert_eq!(retain_cache_salt(None).unwrap(), (None, false));
+        let (kept, dropped) = retain_cache_salt(Some(json!({"cache_salt": "t", "annotations": ["a"]}))).unwrap();
+        assert_eq!((kept, dropped), (Some(json!({"cache_salt": "t"})), true));
+        assert_eq!(retain_cache_salt(Some(json!({"cache_salt": ""}))).unwrap(), (None, false));
+        assert_eq!(retain_cache_salt(Some(json!("x"))).unwrap(), (None, true));
+        assert!(retain_cache_salt(Some(json!({"cache_salt": 3}))).is_err());
     }
 }

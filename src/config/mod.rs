@@ -66,17 +66,18 @@ pub const SERVED_PATH_VARS: &[(&str, &str)] = &[
 
 /// Dynamo 1.6.1 variables whose behaviour switchyard does not have yet: setting one stops
 /// start-up instead of being silently ignored.
+///
+/// Not here, because they do nothing in 1.6.1 either: `DYN_HTTP_SVC_FILES_PATH` and
+/// `DYN_HTTP_SVC_BATCHES_PATH`. 1.6.1 reads them but never mounts the files and batches
+/// routes, so with or without them those paths answer `Route not found`, as switchyard's do
+/// (docs/dynamo/surfaces.md §14; replayed by scripts/interop_surfaces.sh).
 pub const UNBUILT_ENV_VARS: &[&str] = &[
-    "DYN_HTTP_SVC_FILES_PATH",
-    "DYN_HTTP_SVC_BATCHES_PATH",
     "DYN_HTTP_SVC_POOLING_PATH",
     "DYN_HTTP_SVC_CLASSIFY_PATH",
     "DYN_HTTP_SVC_RERANK_PATH",
     "DYN_HTTP_SVC_VLLM_GENERATE_PATH",
     "DYN_HTTP_SVC_SGLANG_GENERATE_PATH",
     "DYN_HTTP_PRE_COMMIT_ERROR_PEEK_MS",
-    // Drops `nvext` from requests (docs/dynamo/surfaces.md, kv-routing.md): not built yet.
-    "DYN_DISABLE_FRONTEND_NVEXT",
 ];
 
 /// `--discovery-backend`.
@@ -160,6 +161,10 @@ pub struct Config {
     pub min_initial_workers: usize,
     /// HTTP status of an overload refusal (`DYN_HTTP_OVERLOAD_STATUS_CODE`, default 529).
     pub overload_status: u16,
+    /// `false` under a truthy `DYN_DISABLE_FRONTEND_NVEXT`: requests keep only their
+    /// `nvext.cache_salt` on the chat, completions and Responses routes (the routing headers
+    /// ignored too) and no `nvext` at all on embeddings, as in 1.6.1.
+    pub nvext_enabled: bool,
     /// `--migration-max-seq-len`: no migration once prompt + generated tokens exceed it.
     pub migration_max_seq_len: Option<u32>,
     pub pin_shards: bool,
@@ -522,6 +527,7 @@ fn typed(parsed: Parsed, env: &dyn Fn(&str) -> Option<String>) -> Result<Config,
         migration_max_seq_len: int(p, "migration_max_seq_len").and_then(|n| u32::try_from(n).ok()),
         min_initial_workers: usize::try_from(int(p, "min_initial_workers").unwrap_or(0)).unwrap_or(0),
         overload_status,
+        nvext_enabled: !env("DYN_DISABLE_FRONTEND_NVEXT").is_some_and(|v| settings::is_truthy(&v)),
         pin_shards: boolean(p, "pin_shards"),
         io_driver,
         header_read_timeout: secs(p, "header_read_timeout_secs")?,
@@ -871,6 +877,9 @@ mod tests {
         let e = run(&[], &[("DYN_HTTP_PRE_COMMIT_ERROR_PEEK_MS", "50")]).unwrap_err();
         assert!(e.message.contains("DYN_HTTP_PRE_COMMIT_ERROR_PEEK_MS"));
         assert_eq!(run(&[], &[("DYN_HTTP_OVERLOAD_STATUS_CODE", "503")]).unwrap().overload_status, 503);
+        assert!(run(&[], &[]).unwrap().nvext_enabled);
+        assert!(!run(&[], &[("DYN_DISABLE_FRONTEND_NVEXT", "Yes")]).unwrap().nvext_enabled);
+        assert!(run(&[], &[("DYN_DISABLE_FRONTEND_NVEXT", "0")]).unwrap().nvext_enabled);
         assert!(run(&[], &[("DYN_HTTP_OVERLOAD_STATUS_CODE", "99")]).is_err());
         assert_eq!(run(&["--router-min-initial-workers", "2"], &[]).unwrap().min_initial_workers, 2);
         let c =

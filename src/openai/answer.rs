@@ -36,6 +36,16 @@ pub enum Api {
     Completions,
 }
 
+impl Api {
+    /// The route's name in log lines (1.6.1's `endpoint` field).
+    pub fn endpoint_name(self) -> &'static str {
+        match self {
+            Api::Chat => "chat_completions",
+            Api::Completions => "completions",
+        }
+    }
+}
+
 /// What the answer looks like, besides its events.
 #[derive(Clone, Debug)]
 pub struct Shape {

@@ -140,3 +140,73 @@ pub struct RouterParams {
     #[serde(default)]
     pub itl_target: Option<f64>,
 }
+
+/// `DYN_DISABLE_FRONTEND_NVEXT`: what is left of a request's `nvext` on the chat,
+/// completions and Responses routes — its `cache_salt` alone, when non-empty (1.6.1's
+/// `retain_cache_salt`) — and whether anything else was dropped.
+pub fn retain_cache_salt(nvext: Option<NvExt>) -> (Option<NvExt>, bool) {
+    let Some(n) = nvext else { return (None, false) };
+    let dropped = NvExt { cache_salt: None, ..n.clone() } != NvExt::default();
+    let kept = n.cache_salt.filter(|s| !s.is_empty()).map(|s| NvExt { cache_salt: Some(s), ..Default::default() });
+    (kept, dropped)
+}
+
+/// `body` (a JSON object) with its `nvext` member replaced by `kept` (removed when `None`),
+/// the other members in their order: what a worker that takes the request as JSON is sent
+/// once the disabled `nvext` fields are dropped. `None` when `body` is not an object.
+pub fn rewrite_body_nvext(body: &[u8], kept: Option<&NvExt>) -> Option<Vec<u8>> {
+    let mut v: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(body).ok()?;
+    match kept.and_then(|n| n.cache_salt.as_deref()) {
+        Some(salt) => {
+            v.insert("nvext".into(), serde_json::json!({ "cache_salt": salt }));
+        }
+        None => {
+            v.shift_remove("nvext");
+        }
+    }
+    serde_json::to_vec(&v).ok()
+}
+
+/// Logged once per process when `DYN_DISABLE_FRONTEND_NVEXT` drops something (1.6.1 logs it
+/// for every such request).
+pub fn warn_dropped(endpoint: &str) {
+    static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if !WARNED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        crate::log::warn(&format!(
+            "{endpoint}: request carried nvext fields or routing headers that DYN_DISABLE_FRONTEND_NVEXT \
+             disables; dropping them (logged once)"
+        ));
+    }
+}
+
+#[cfg(test)]
+mod policy_tests {
+    use super::*;
+
+    fn parse(s: &str) -> NvExt {
+        serde_json::from_str(s).unwrap()
+    }
+
+    #[test]
+    fn only_a_non_empty_cache_salt_is_kept() {
+        assert_eq!(retain_cache_salt(None), (None, false));
+        let salt = parse(r#"{"cache_salt":"t1"}"#);
+        assert_eq!(retain_cache_salt(Some(salt.clone())), (Some(salt.clone()), false));
+        let both = parse(r#"{"cache_salt":"t1","backend_instance_id":7,"annotations":["a"]}"#);
+        assert_eq!(retain_cache_salt(Some(both)), (Some(salt), true));
+        assert_eq!(retain_cache_salt(Some(parse(r#"{"cache_salt":""}"#))), (None, false));
+        assert_eq!(retain_cache_salt(Some(parse(r#"{"greed_sampling":true}"#))), (None, true));
+        assert_eq!(retain_cache_salt(Some(parse("{}"))), (None, false));
+    }
+
+    #[test]
+    fn the_forwarded_body_keeps_its_order() {
+        let body = br#"{"model":"m","nvext":{"annotations":["a"],"cache_salt":"s"},"max_tokens":3}"#;
+        let kept = parse(r#"{"cache_salt":"s"}"#);
+        let out = rewrite_body_nvext(body, Some(&kept)).unwrap();
+        assert_eq!(out, br#"{"model":"m","nvext":{"cache_salt":"s"},"max_tokens":3}"#);
+        let out = rewrite_body_nvext(body, None).unwrap();
+        assert_eq!(out, br#"{"model":"m","max_tokens":3}"#);
+        assert_eq!(rewrite_body_nvext(b"[1]", None), None);
+    }
+}

@@ -40,12 +40,27 @@ pub async fn serve(
     caller: Caller,
 ) -> Result<Answer, Error> {
     let mut tool_use = ToolUse::default();
+    let nvext_on = ctx.shared.config.nvext_enabled;
+    let pinned = match nvext_on {
+        true => pinned,
+        // DYN_DISABLE_FRONTEND_NVEXT: the routing headers are not read at all.
+        false => {
+            if !matches!(pinned, Ok(None)) {
+                super::nvext::warn_dropped(api.endpoint_name());
+            }
+            Ok(None)
+        }
+    };
     let parsed = match api {
-        Api::Chat => super::parse_chat(body).and_then(|r| {
+        Api::Chat => super::parse_chat(body).and_then(|mut r| {
             tool_use = ToolUse::of(&r);
-            to_infer::chat(r, body)
+            let body = disable_nvext(nvext_on, &mut r.nvext, body, api);
+            to_infer::chat(r, &body)
         }),
-        Api::Completions => super::parse_completion(body).and_then(|r| to_infer::completion(r, body)),
+        Api::Completions => super::parse_completion(body).and_then(|mut r| {
+            let body = disable_nvext(nvext_on, &mut r.nvext, body, api);
+            to_infer::completion(r, &body)
+        }),
     };
     let (mut req, extras) = match parsed.and_then(|r| pinned.map(|p| (r, p))) {
         Ok(((mut r, extras), p)) => {
@@ -107,7 +122,14 @@ pub async fn run_chat(
     let tool_use = ToolUse::of(&r);
     let model = r.model.clone();
     let stream = r.stream == Some(true);
-    let (mut req, _extras) = match to_infer::chat(r, body) {
+    let mut r = r;
+    // The Responses route drops the disabled `nvext` fields here, from the chat request it
+    // became; the Anthropic route did so before its conversion (which adds fields of its own).
+    let body = match endpoint {
+        Endpoint::Responses => disable_nvext(ctx.shared.config.nvext_enabled, &mut r.nvext, body, Api::Chat),
+        _ => body.clone(),
+    };
+    let (mut req, _extras) = match to_infer::chat(r, &body) {
         Ok(x) => x,
         Err(e) => {
             crate::infer::rejected(ctx, endpoint, Some(&model), stream, &e);
@@ -121,6 +143,21 @@ pub async fn run_chat(
     let parsers =
         crate::parsers::Spec { parsers: parsers_of(gen.serving(), tool_use.offered), forced: tool_use.forced };
     Ok(ChatRun { gen, parsers, stream })
+}
+
+/// `DYN_DISABLE_FRONTEND_NVEXT` (`on` false): `nvext` cut to its non-empty `cache_salt`, and
+/// the body a worker taking JSON is sent rewritten to match; otherwise `body` as it is.
+fn disable_nvext(on: bool, nvext: &mut Option<super::nvext::NvExt>, body: &Bytes, api: Api) -> Bytes {
+    if on || nvext.is_none() {
+        return body.clone();
+    }
+    let (kept, dropped) = super::nvext::retain_cache_salt(nvext.take());
+    if dropped {
+        super::nvext::warn_dropped(api.endpoint_name());
+    }
+    let rewritten = super::nvext::rewrite_body_nvext(body, kept.as_ref()).map(Bytes::from);
+    *nvext = kept;
+    rewritten.unwrap_or_else(|| body.clone())
 }
 
 /// The token count of an already parsed and validated chat request's templated prompt,

@@ -44,21 +44,22 @@ done
   >"$WORK/replay.log" 2>&1 || { cat "$WORK/replay.log" >&2; fail "switchyard answered otherwise than 1.6.1" "$WORK/frontend.log"; }
 cat "$WORK/replay.log"
 
-# The route variables: the models routes and embeddings moved, and the files and batches
-# variables set, which change nothing in 1.6.1 (1030-1032: Route not found either way).
-# 1.6.1's phase 2 also set DYN_DISABLE_FRONTEND_NVEXT, which 1010 depends on: not replayed.
+# The route variables, as 1.6.1's phase 2 had them: the models routes and embeddings moved,
+# the files and batches variables set, which change nothing in 1.6.1 (1030-1032: Route not
+# found either way), and DYN_DISABLE_FRONTEND_NVEXT (1010: embeddings' nvext dropped).
 PORT2=18512
 DYN_HTTP_SVC_EMB_PATH=/custom/embeddings DYN_HTTP_SVC_MODELS_PATH=/custom/models \
   DYN_HTTP_SVC_BATCHES_PATH=/custom/batches DYN_HTTP_SVC_FILES_PATH=/custom/files \
+  DYN_DISABLE_FRONTEND_NVEXT=1 \
   "$BIN" --discovery-backend file --request-plane tcp --http-host 127.0.0.1 --http-port $PORT2 \
   >"$WORK/frontend2.log" 2>&1 &
 PIDS+=("$!")
 for _ in $(seq 1 600); do curl -s "127.0.0.1:$PORT2/custom/models" | grep -q '"emb"' && break; sleep 0.1; done
 "$PY" scripts/surfaces_replay.py --base-url "http://127.0.0.1:$PORT2" --record "$REC" \
-  --cases '100[234]-.*|1011-.*|103[012]-.*' >"$WORK/replay2.log" 2>&1 ||
+  --cases '10(0[234]|1[01]|3[012])-.*' >"$WORK/replay2.log" 2>&1 ||
   { cat "$WORK/replay2.log" >&2; fail "switchyard with moved routes answered otherwise than 1.6.1" "$WORK/frontend2.log"; }
 cat "$WORK/replay2.log"
-# And the moved embeddings route serves (1010's request without the nvext it sends).
+# And the moved embeddings route serves a plain request.
 got=$(curl -s "127.0.0.1:$PORT2/custom/embeddings" -H 'content-type: application/json' -d '{"model":"emb","input":"hello"}')
 want='{"object":"list","model":"emb","data":[{"index":0,"object":"embedding","embedding":[0.5,-0.25,0.0,1.0,1.5,0.125,-2.0,0.0625]}],"usage":{"prompt_tokens":1,"total_tokens":1}}'
 [ "$got" = "$want" ] || fail "POST /custom/embeddings answered $got" "$WORK/frontend2.log"

@@ -58,6 +58,9 @@ pub async fn serve(ctx: &Rc<ShardCtx>, surface: Surface, body: &Bytes, caller: C
     };
     // The worker and the answer name the model by its primary name.
     parsed.set_model(resolved.model());
+    if !ctx.shared.config.nvext_enabled {
+        parsed.drop_nvext();
+    }
     let forward = parsed.to_json()?;
     let mut req = InferRequest::new(endpoint, resolved.model().to_string(), Input::Prompts(Default::default()));
     req.forward = Some(Bytes::from(forward));
@@ -95,6 +98,23 @@ impl Parsed {
     fn set_model(&mut self, name: &str) {
         match self {
             Parsed::Embeddings(r) => r.inner.model = name.to_string(),
+        }
+    }
+
+    /// `DYN_DISABLE_FRONTEND_NVEXT`: the request's `nvext` dropped whole, as 1.6.1 drops it
+    /// on these routes.
+    fn drop_nvext(&mut self) {
+        let dropped = match self {
+            Parsed::Embeddings(r) => r.nvext.take().is_some_and(|n| n.annotations.is_some()),
+        };
+        if dropped {
+            super::nvext::warn_dropped(self.endpoint_name());
+        }
+    }
+
+    fn endpoint_name(&self) -> &'static str {
+        match self {
+            Parsed::Embeddings(_) => "embeddings",
         }
     }
 

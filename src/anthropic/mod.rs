@@ -63,7 +63,7 @@ pub async fn messages(ctx: &Rc<ShardCtx>, body: &Bytes, caller: Caller) -> Resul
         if !config.nvext_enabled {
             let (kept, dropped) = request::retain_cache_salt(r.nvext.take())?;
             if dropped {
-                crate::openai::nvext::warn_dropped("anthropic_messages");
+                crate::openai::nvext::warn_dropped(Endpoint::AnthropicMessages);
             }
             r.nvext = kept;
         }

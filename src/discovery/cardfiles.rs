@@ -105,7 +105,8 @@ pub fn model_dir(card: &ModelCard, cache: &Path, overlay: Option<&Path>) -> Resu
     if !tokenizer.file.is_url() && unreachable {
         let dir = cache_dir();
         overlaid(&slots, &dir, overlay)?;
-        return Ok(CardFiles { dir: dir.clone(), template: template_at(&dir) });
+        let template = template_at(&dir);
+        return Ok(CardFiles { dir, template });
     }
     if !tokenizer.file.is_url() {
         card.verify_local_files()?;

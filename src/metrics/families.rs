@@ -51,6 +51,13 @@ pub enum Endpoint {
     Audios = 11,
 }
 
+impl Endpoint {
+    /// Its `endpoint` label (also the route's name in log lines, as 1.6.1's).
+    pub fn label(self) -> &'static str {
+        ENDPOINTS[self as usize]
+    }
+}
+
 const N_ENDPOINTS: usize = 12;
 const ENDPOINTS: [&str; N_ENDPOINTS] = [
     "chat_completions",

@@ -37,11 +37,11 @@ pub enum Api {
 }
 
 impl Api {
-    /// The route's name in log lines (1.6.1's `endpoint` field).
-    pub fn endpoint_name(self) -> &'static str {
+    /// The `endpoint` its requests are counted and logged under.
+    pub fn endpoint(self) -> crate::metrics::Endpoint {
         match self {
-            Api::Chat => "chat_completions",
-            Api::Completions => "completions",
+            Api::Chat => crate::metrics::Endpoint::ChatCompletions,
+            Api::Completions => crate::metrics::Endpoint::Completions,
         }
     }
 }

@@ -169,12 +169,13 @@ pub fn rewrite_body_nvext(body: &[u8], kept: Option<&NvExt>) -> Option<Vec<u8>> 
 
 /// Logged once per process when `DYN_DISABLE_FRONTEND_NVEXT` drops something (1.6.1 logs it
 /// for every such request).
-pub fn warn_dropped(endpoint: &str) {
+pub fn warn_dropped(endpoint: crate::metrics::Endpoint) {
     static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     if !WARNED.swap(true, std::sync::atomic::Ordering::Relaxed) {
         crate::log::warn(&format!(
-            "{endpoint}: request carried nvext fields or routing headers that DYN_DISABLE_FRONTEND_NVEXT \
-             disables; dropping them (logged once)"
+            "{}: request carried nvext fields or routing headers that DYN_DISABLE_FRONTEND_NVEXT \
+             disables; dropping them (logged once)",
+            endpoint.label()
         ));
     }
 }

@@ -46,7 +46,7 @@ pub async fn serve(
         // DYN_DISABLE_FRONTEND_NVEXT: the routing headers are not read at all.
         false => {
             if !matches!(pinned, Ok(None)) {
-                super::nvext::warn_dropped(api.endpoint_name());
+                super::nvext::warn_dropped(api.endpoint());
             }
             Ok(None)
         }
@@ -54,11 +54,11 @@ pub async fn serve(
     let parsed = match api {
         Api::Chat => super::parse_chat(body).and_then(|mut r| {
             tool_use = ToolUse::of(&r);
-            let body = disable_nvext(nvext_on, &mut r.nvext, body, api);
+            let body = disable_nvext(nvext_on, &mut r.nvext, body, api.endpoint());
             to_infer::chat(r, &body)
         }),
         Api::Completions => super::parse_completion(body).and_then(|mut r| {
-            let body = disable_nvext(nvext_on, &mut r.nvext, body, api);
+            let body = disable_nvext(nvext_on, &mut r.nvext, body, api.endpoint());
             to_infer::completion(r, &body)
         }),
     };
@@ -126,7 +126,7 @@ pub async fn run_chat(
     // The Responses route drops the disabled `nvext` fields here, from the chat request it
     // became; the Anthropic route did so before its conversion (which adds fields of its own).
     let body = match endpoint {
-        Endpoint::Responses => disable_nvext(ctx.shared.config.nvext_enabled, &mut r.nvext, body, Api::Chat),
+        Endpoint::Responses => disable_nvext(ctx.shared.config.nvext_enabled, &mut r.nvext, body, endpoint),
         _ => body.clone(),
     };
     let (mut req, _extras) = match to_infer::chat(r, &body) {
@@ -147,13 +147,13 @@ pub async fn run_chat(
 
 /// `DYN_DISABLE_FRONTEND_NVEXT` (`on` false): `nvext` cut to its non-empty `cache_salt`, and
 /// the body a worker taking JSON is sent rewritten to match; otherwise `body` as it is.
-fn disable_nvext(on: bool, nvext: &mut Option<super::nvext::NvExt>, body: &Bytes, api: Api) -> Bytes {
+fn disable_nvext(on: bool, nvext: &mut Option<super::nvext::NvExt>, body: &Bytes, endpoint: Endpoint) -> Bytes {
     if on || nvext.is_none() {
         return body.clone();
     }
     let (kept, dropped) = super::nvext::retain_cache_salt(nvext.take());
     if dropped {
-        super::nvext::warn_dropped(api.endpoint_name());
+        super::nvext::warn_dropped(endpoint);
     }
     let rewritten = super::nvext::rewrite_body_nvext(body, kept.as_ref()).map(Bytes::from);
     *nvext = kept;
@@ -240,11 +240,7 @@ pub fn ranks_name_a_worker(req: &crate::infer::InferRequest) -> Result<(), Error
 /// Count a request refused before it reached the driver, labelled with its model when that
 /// is served (as Dynamo).
 fn rejected(ctx: &Rc<ShardCtx>, api: Api, body: &[u8], e: &Error) {
-    let endpoint = match api {
-        Api::Chat => Endpoint::ChatCompletions,
-        Api::Completions => Endpoint::Completions,
-    };
-    rejected_body(ctx, endpoint, body, e);
+    rejected_body(ctx, api.endpoint(), body, e);
 }
 
 /// Count a request of `endpoint` refused before it reached the driver, labelled with the model

@@ -59,7 +59,7 @@ pub async fn serve(ctx: &Rc<ShardCtx>, surface: Surface, body: &Bytes, caller: C
     // The worker and the answer name the model by its primary name.
     parsed.set_model(resolved.model());
     if !ctx.shared.config.nvext_enabled {
-        parsed.drop_nvext();
+        parsed.drop_nvext(endpoint);
     }
     let forward = parsed.to_json()?;
     let mut req = InferRequest::new(endpoint, resolved.model().to_string(), Input::Prompts(Default::default()));
@@ -103,18 +103,12 @@ impl Parsed {
 
     /// `DYN_DISABLE_FRONTEND_NVEXT`: the request's `nvext` dropped whole, as 1.6.1 drops it
     /// on these routes.
-    fn drop_nvext(&mut self) {
+    fn drop_nvext(&mut self, endpoint: Endpoint) {
         let dropped = match self {
             Parsed::Embeddings(r) => r.nvext.take().is_some_and(|n| n.annotations.is_some()),
         };
         if dropped {
-            super::nvext::warn_dropped(self.endpoint_name());
-        }
-    }
-
-    fn endpoint_name(&self) -> &'static str {
-        match self {
-            Parsed::Embeddings(_) => "embeddings",
+            super::nvext::warn_dropped(endpoint);
         }
     }
 
